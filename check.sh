@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The workbook's single entry point. The first run creates .venv and installs the
+# harness with its dependencies; later runs reuse it. `./check.sh --help` lists commands.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+venv="$here/.venv"
+
+pick_python() {
+    if [ -n "${WORKBOOK_PYTHON:-}" ]; then echo "$WORKBOOK_PYTHON"; return; fi
+    for c in python3 python3.13 python3.12 python3.11 python3.10; do
+        if command -v "$c" >/dev/null 2>&1 &&
+           "$c" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
+            echo "$c"; return
+        fi
+    done
+    echo "check.sh: Python 3.10 or newer is needed (set WORKBOOK_PYTHON)" >&2
+    exit 2
+}
+
+# Which extras this command needs: the selftest uses test-only oracles (real tornado).
+extras=""
+case "${1:-}" in
+    selftest) extras="[dev]" ;;
+    bench) extras="[bench]" ;;
+esac
+stamp="$venv/.installed$extras"
+want="$(cat "$here/pyproject.toml" | cksum)"
+
+bootstrap() {
+    if [ ! -x "$venv/bin/python" ]; then
+        echo "check.sh: first run — creating .venv (takes a minute, once)…" >&2
+        "$(pick_python)" -m venv "$venv"
+    fi
+    echo "check.sh: installing the workbook${extras:+ with $extras}…" >&2
+    if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+            -e "$here$extras" >"$venv/install.log" 2>&1; then
+        if [ "$extras" = "[bench]" ]; then  # peers are optional: fall back to the core
+            echo "check.sh: some benchmark peers did not install (see .venv/install.log)" >&2
+            "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e "$here" \
+                >>"$venv/install.log" 2>&1 || { cat "$venv/install.log" >&2; exit 2; }
+        else
+            cat "$venv/install.log" >&2
+            echo "check.sh: installing failed (log: .venv/install.log)" >&2
+            exit 2
+        fi
+    fi
+    echo "$want" >"$stamp"
+}
+
+if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    mkdir -p "$venv"
+    if command -v flock >/dev/null 2>&1; then
+        # Two first runs at once: the second waits for the first, then finds it done.
+        exec 9>"$venv/.bootstrap.lock"
+        flock 9
+        if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+            bootstrap
+        fi
+        flock -u 9
+    else
+        bootstrap
+    fi
+fi
+exec "$venv/bin/python" -m workbook "$@"

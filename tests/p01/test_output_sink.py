@@ -1,0 +1,438 @@
+"""Acceptance set for P01 · OutputSink.
+
+The consumer runs on an asyncio loop in its own daemon thread (fixture ``lt``); the test
+thread and helper threads are the producers.  Interleavings the chapter describes are
+forced with the ``after_empty_drain`` hook and a wrapper of the loop; waits are bounded.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from tests.p01.support import LoopWrapper, lost_wakeup_pitfall
+from workbook.testkit import BOUND, check, fail, join, note, start_daemon
+
+
+def bound_sink(impl, lt, *, wrapped: bool = False):
+    """A sink bound (on the loop thread) to ``lt``'s loop, or to a LoopWrapper of it."""
+    sink = impl.OutputSink()
+    wrapper = LoopWrapper(lt.loop) if wrapped else None
+    if wrapped:
+        lt.call(sink.bind_loop, wrapper)
+    else:
+        lt.call(sink.bind_loop)
+    return sink, wrapper
+
+
+async def get(sink, *, what: str, pitfall: str | None = None, **kwargs):
+    """``sink.get_batch(**kwargs)``, failing after BOUND seconds instead of hanging."""
+    try:
+        return await asyncio.wait_for(sink.get_batch(**kwargs), BOUND)
+    except asyncio.TimeoutError:
+        fail(f"{what}: get_batch({_args(kwargs)}) was still waiting after {BOUND:g} s",
+             pitfall=pitfall)
+
+
+def _args(kwargs) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+
+
+# -- 1. Basic FIFO --------------------------------------------------------------------------
+
+@pytest.mark.checkpoint("p01.fifo")
+def test_items_come_out_oldest_first_in_batches_of_at_most_max_items(impl, lt):
+    sink, _ = bound_sink(impl, lt)
+
+    async def scenario():
+        for x in "abc":
+            sink.put(x)
+        first = await get(sink, max_items=2, what="with 3 items queued")
+        check(len(first) <= 2, f"get_batch(max_items=2) returned {len(first)} items: {first!r}",
+              pitfall="too_many_items")
+        check(first == ["a", "b"], f"expected ['a', 'b'] first, got {first!r}")
+        second = await get(sink, max_items=2, what="with 'c' left over from the first batch",
+                           pitfall="leftovers_wait")
+        check(second == ["c"], f"expected ['c'] next, got {second!r}")
+
+    lt.run(scenario(), 3 * BOUND, what="the FIFO scenario")
+
+
+@pytest.mark.checkpoint("p01.fifo")
+def test_items_beyond_max_items_stay_queued_for_the_next_call(impl, lt):
+    sink, _ = bound_sink(impl, lt)
+
+    async def scenario():
+        for i in range(1, 6):
+            sink.put(i)
+        first = await get(sink, max_items=2, what="with 5 items queued")
+        check(first == [1, 2], f"get_batch(max_items=2) with 1..5 queued returned {first!r}",
+              pitfall="too_many_items" if len(first) > 2 else None)
+        sink.put(6)
+        rest = []
+        while len(rest) < 4:
+            batch = await sink.get_batch(max_items=1024, timeout=1.0)
+            if not batch:
+                break
+            rest += batch
+        check(rest == [3, 4, 5, 6],
+              f"after taking [1, 2] and putting 6, the next batches held {rest!r}, "
+              "expected [3, 4, 5, 6]", pitfall="leftovers_dropped" if 3 not in rest else None)
+
+    lt.run(scenario(), 3 * BOUND, what="the leftover scenario")
+
+
+@pytest.mark.checkpoint("p01.fifo")
+def test_items_put_before_bind_loop_wait_in_the_queue(impl, lt):
+    sink = impl.OutputSink()
+    sink.put("early")
+    lt.call(sink.bind_loop)
+
+    async def scenario():
+        got = await get(sink, timeout=1.0, what="with an item put before bind_loop")
+        check(got == ["early"], f"an item put before bind_loop came out as {got!r}")
+
+    lt.run(scenario(), 2 * BOUND, what="the early-put scenario")
+
+
+@pytest.mark.checkpoint("p01.fifo")
+def test_max_items_below_one_raises_value_error(impl, lt):
+    sink, _ = bound_sink(impl, lt)
+
+    async def scenario():
+        for bad in (0, -1):
+            try:
+                await asyncio.wait_for(sink.get_batch(max_items=bad, timeout=0), BOUND)
+            except ValueError:
+                continue
+            fail(f"get_batch(max_items={bad}) did not raise ValueError")
+
+    lt.run(scenario(), 2 * BOUND, what="get_batch with a bad max_items")
+
+
+# -- 2. One wakeup per burst ----------------------------------------------------------------
+
+@pytest.mark.checkpoint("p01.one_wakeup")
+def test_the_worked_example_counts_one_wakeup_per_cycle(impl, lt):
+    sink, _ = bound_sink(impl, lt)
+    steps = []
+
+    async def scenario():
+        def record(label, value=None):
+            steps.append((label, value, sink.wakeups_scheduled))
+        for x in "abc":
+            sink.put(x)
+        record("put a, b, c")
+        record("get_batch(max_items=2)", await get(sink, max_items=2, what="step 2"))
+        record("get_batch(max_items=2)", await get(sink, max_items=2, what="step 3"))
+        sink.put("d")
+        record("put d")
+        record("get_batch()", await get(sink, what="step 5"))
+        record("get_batch(timeout=0.05)", await get(sink, timeout=0.05, what="step 6"))
+        sink.put("e")
+        record("put e")
+        record("get_batch()", await get(sink, what="step 8"))
+
+    lt.run(scenario(), 4 * BOUND, what="the worked example")
+    expected = [("put a, b, c", None, 1), ("get_batch(max_items=2)", ["a", "b"], 1),
+                ("get_batch(max_items=2)", ["c"], 1), ("put d", None, 1),
+                ("get_batch()", ["d"], 1), ("get_batch(timeout=0.05)", [], 1),
+                ("put e", None, 2), ("get_batch()", ["e"], 2)]
+    for want, got in zip(expected, steps):
+        if want != got:
+            pitfall = "per_put_wakeup" if got[2] > want[2] and got[1] == want[1] else None
+            fail(f"at step '{want[0]}': expected result {want[1]!r} with wakeups_scheduled "
+                 f"== {want[2]}, got {got[1]!r} with wakeups_scheduled == {got[2]}",
+                 pitfall=pitfall)
+
+
+@pytest.mark.checkpoint("p01.one_wakeup")
+def test_a_thousand_puts_while_the_consumer_is_busy_schedule_one_wakeup(impl, lt):
+    sink, wrapper = bound_sink(impl, lt, wrapped=True)
+
+    def producer():
+        for i in range(1000):
+            sink.put(i)
+
+    join(start_daemon(producer, name="producer"), what="1000 puts")
+    check(sink.wakeups_scheduled == 1,
+          f"1000 puts scheduled {sink.wakeups_scheduled} wakeups, expected exactly 1",
+          pitfall="per_put_wakeup" if sink.wakeups_scheduled > 1 else None)
+    check(wrapper.calls == 1,
+          f"1000 puts called the bound loop's call_soon_threadsafe {wrapper.calls} times, "
+          "expected exactly 1", pitfall=lost_wakeup_pitfall(sink, wrapper, "per_put_wakeup")[0])
+
+    async def consume():
+        return await get(sink, max_items=1000, what="with 1000 items queued")
+
+    got = lt.run(consume(), 2 * BOUND, what="taking the 1000 items")
+    check(got == list(range(1000)), "the 1000 items did not come out in put order "
+          f"(first items: {got[:5]!r}, count {len(got)})")
+
+
+# -- 3. Timeouts ----------------------------------------------------------------------------
+
+async def _timed_get(sink, **kwargs):
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    got = await asyncio.wait_for(sink.get_batch(**kwargs), 4 * BOUND)
+    return got, loop.time() - start
+
+
+@pytest.mark.checkpoint("p01.timeout")
+def test_an_empty_get_batch_returns_an_empty_list_when_the_timeout_passes(impl, lt):
+    sink, _ = bound_sink(impl, lt)
+    got, elapsed = lt.run(_timed_get(sink, timeout=0.3), 5 * BOUND, what="get_batch(timeout=0.3)")
+    check(got == [], f"get_batch(timeout=0.3) on an empty sink returned {got!r}")
+    check(elapsed >= 0.29, f"get_batch(timeout=0.3) returned after only {elapsed:.3f} s")
+    check(elapsed <= 0.3 + 1.5, f"get_batch(timeout=0.3) returned after {elapsed:.2f} s")
+
+
+@pytest.mark.checkpoint("p01.timeout")
+def test_a_zero_timeout_is_one_non_blocking_look(impl, lt):
+    sink, _ = bound_sink(impl, lt)
+    got, elapsed = lt.run(_timed_get(sink, timeout=0), 5 * BOUND, what="get_batch(timeout=0)")
+    check(got == [] and elapsed < 1.0,
+          f"get_batch(timeout=0) on an empty sink returned {got!r} after {elapsed:.2f} s")
+    sink.put("x")
+    got, _ = lt.run(_timed_get(sink, timeout=0), 5 * BOUND, what="get_batch(timeout=0)")
+    check(got == ["x"], f"get_batch(timeout=0) with one item queued returned {got!r}")
+
+
+@pytest.mark.checkpoint("p01.timeout")
+def test_an_empty_wait_sleeps_instead_of_spinning(impl, lt):
+    sink, _ = bound_sink(impl, lt)
+    sink.put("x")  # one full wakeup cycle first, so the event has been set once
+
+    async def scenario():
+        await get(sink, what="with one item queued")
+        cpu = time.thread_time()  # CPU time of the loop thread
+        got, elapsed = await _timed_get(sink, timeout=1.0)
+        return got, elapsed, time.thread_time() - cpu
+
+    got, elapsed, cpu = lt.run(scenario(), 5 * BOUND, what="an empty get_batch(timeout=1.0)")
+    check(got == [], f"get_batch(timeout=1.0) on an empty sink returned {got!r}")
+    check(cpu < 0.3 * elapsed,
+          f"an empty get_batch(timeout=1.0) burnt {cpu:.2f} s of CPU in {elapsed:.2f} s: it "
+          "spins instead of sleeping", pitfall="never_clear")
+
+
+@pytest.mark.checkpoint("p01.timeout")
+def test_spurious_wakeups_neither_end_the_wait_early_nor_push_the_deadline_out(impl, lt):
+    sink, wrapper = bound_sink(impl, lt, wrapped=True)
+    sink.put("x")
+    check(wrapper.first_callback is not None,
+          "put() did not call the bound loop's call_soon_threadsafe",
+          pitfall=lost_wakeup_pitfall(sink, wrapper, None)[0])
+    lt.run(get(sink, what="with one item queued"), 2 * BOUND, what="taking the item")
+
+    future = lt.submit(_timed_get(sink, timeout=0.6))
+    stop_at = time.monotonic() + 3.0
+    delivered = 0
+    while not future.done() and time.monotonic() < stop_at:
+        wrapper.spurious_wakeup()  # the event is set, but nothing new is queued
+        delivered += 1
+        time.sleep(0.05)  # pacing the injections, not a proof of any state
+    got, elapsed = lt.wait(future, 5 * BOUND, what="get_batch(timeout=0.6)")
+    check(not (got == [] and elapsed < 0.55),
+          f"get_batch(timeout=0.6) returned [] after {elapsed:.2f} s, before its deadline, "
+          "on a spurious wakeup", pitfall="empty_on_spurious_wakeup")
+    check(got == [], f"get_batch(timeout=0.6) returned {got!r} with nothing queued")
+    check(elapsed <= 0.6 + 1.4,
+          f"with a spurious wakeup every 50 ms, get_batch(timeout=0.6) returned after "
+          f"{elapsed:.2f} s: the deadline must be computed once, on entry",
+          pitfall="timeout_restarted")
+    note(f"{delivered} spurious wakeups delivered; returned after {elapsed:.2f} s")
+
+
+# -- 4. Many producers ----------------------------------------------------------------------
+
+@pytest.mark.checkpoint("p01.producers")
+def test_four_producers_keep_their_order_and_nothing_is_lost_or_duplicated(impl, lt):
+    sink, wrapper = bound_sink(impl, lt, wrapped=True)
+    producers, per_producer = 4, 5000
+    total = producers * per_producer
+    start = threading.Barrier(producers + 1)
+
+    def producer(p):
+        start.wait(BOUND)
+        for i in range(per_producer):
+            sink.put((p, i))
+
+    async def consume():
+        got, calls = [], 0
+        while len(got) < total:
+            calls += 1
+            batch = await sink.get_batch(max_items=256, timeout=BOUND)
+            if not batch:
+                fail(f"the consumer waited {BOUND:g} s with {total - len(got)} of {total} "
+                     "items still missing (lost wakeup, or lost items)")
+            check(len(batch) <= 256, f"a batch held {len(batch)} items, max_items was 256",
+                  pitfall="too_many_items")
+            got += batch
+        return got, calls
+
+    future = lt.submit(consume())
+    threads = [start_daemon(producer, p, name=f"producer-{p}") for p in range(producers)]
+    start.wait(BOUND)
+    for t in threads:
+        join(t, what="a producer's 5000 puts")
+    got, calls = lt.wait(future, 4 * BOUND, what="consuming 20000 items")
+    check(len(got) == total and len(set(got)) == total,
+          f"received {len(got)} items, {len(set(got))} distinct; expected {total}")
+    for p in range(producers):
+        seq = [i for q, i in got if q == p]
+        check(seq == list(range(per_producer)), f"producer {p}'s items came out of order")
+    check(sink.wakeups_scheduled <= calls + 1,
+          f"{sink.wakeups_scheduled} wakeups were scheduled for {calls} get_batch calls: a "
+          "wakeup cycle ends only when the consumer re-arms, so there can be at most one per "
+          "call (plus one)", pitfall="per_put_wakeup")
+    check(wrapper.calls == sink.wakeups_scheduled,
+          f"wakeups_scheduled is {sink.wakeups_scheduled} but call_soon_threadsafe ran "
+          f"{wrapper.calls} times", pitfall=lost_wakeup_pitfall(sink, wrapper, None)[0])
+    note(f"{calls} batches, {sink.wakeups_scheduled} wakeups for {total} items")
+
+
+# -- 5. No lost wakeup across threads -------------------------------------------------------
+
+def _await_waiting_consumer(lt, sink, **kwargs):
+    """Start get_batch on the loop and return once the loop sleeps in select()."""
+    future = lt.submit(_timed_get(sink, **kwargs))
+    lt.wait_idle(what="the consumer is waiting in get_batch")
+    return future
+
+
+@pytest.mark.checkpoint("p01.pingpong")
+def test_a_put_from_another_thread_wakes_a_consumer_that_is_already_waiting(impl, lt):
+    sink, wrapper = bound_sink(impl, lt, wrapped=True)
+    future = _await_waiting_consumer(lt, sink)
+
+    def producer():
+        for i in range(5):
+            sink.put(i)
+
+    join(start_daemon(producer, name="producer"), what="5 puts")
+    if not _done_within(future, BOUND):
+        pitfall, detail = lost_wakeup_pitfall(sink, wrapper, None)
+        lt._abandon(future)
+        fail(f"5 puts from another thread did not wake the waiting consumer within {BOUND:g} s; "
+             + detail, pitfall=pitfall)
+    got, _ = future.result()
+    while len(got) < 5:
+        more = lt.run(_timed_get(sink, timeout=1.0), 3 * BOUND, what="collecting the rest")
+        if not more[0]:
+            break
+        got += more[0]
+    check(got == [0, 1, 2, 3, 4], f"the consumer received {got!r}, expected [0, 1, 2, 3, 4]")
+    check(sink.wakeups_scheduled == 1 and wrapper.calls == 1,
+          f"a burst of 5 puts to a waiting consumer scheduled {sink.wakeups_scheduled} wakeups "
+          f"({wrapper.calls} call_soon_threadsafe calls), expected 1", pitfall="per_put_wakeup")
+
+
+def _done_within(future, timeout: float) -> bool:
+    try:
+        future.exception(timeout)
+    except Exception:  # timed out or cancelled
+        return future.done()
+    return True
+
+
+@pytest.mark.checkpoint("p01.pingpong")
+def test_a_wakeup_never_arrives_before_its_item(impl, lt):
+    """Force the flag-before-append interleaving: right after put() has forwarded its wakeup,
+    the producer is held until the consumer has woken, drained and gone back to sleep."""
+    sink, wrapper = bound_sink(impl, lt, wrapped=True)
+    empty_drains = threading.Event()
+    sink.after_empty_drain = empty_drains.set
+    future = _await_waiting_consumer(lt, sink)
+    empty_drains.clear()
+
+    def hold_producer():
+        wrapper.after_forward = None
+        deadline = time.monotonic() + BOUND
+        while not (empty_drains.is_set() or future.done()) and time.monotonic() < deadline:
+            time.sleep(0.001)  # polling for a state, bounded
+        if not future.done():
+            lt.wait_idle(what="the consumer went back to sleep")
+
+    wrapper.after_forward = hold_producer
+    join(start_daemon(sink.put, "x", name="producer"), 3 * BOUND, what="put('x')")
+    if not _done_within(future, BOUND):
+        pitfall, detail = lost_wakeup_pitfall(sink, wrapper, "flag_before_append")
+        lt._abandon(future)
+        fail("the consumer was woken, found nothing and went back to sleep while the item "
+             "was still being put: its wakeup arrived before the item did; " + detail,
+             pitfall=pitfall)
+    got, _ = future.result()
+    check(got == ["x"], f"the consumer received {got!r}, expected ['x']")
+
+
+@pytest.mark.checkpoint("p01.pingpong")
+def test_three_hundred_ping_pong_rounds_lose_no_wakeup(impl, lt):
+    sink, wrapper = bound_sink(impl, lt, wrapped=True)
+    rounds = 300
+    requests = [threading.Event() for _ in range(rounds)]
+
+    def producer():
+        for i in range(rounds):
+            if not requests[i].wait(BOUND):
+                return
+            sink.put(i)
+
+    async def consumer():
+        slowest = 0.0
+        loop = asyncio.get_running_loop()
+        for i in range(rounds):
+            start = loop.time()
+            requests[i].set()
+            try:
+                batch = await asyncio.wait_for(sink.get_batch(), BOUND)
+            except asyncio.TimeoutError:
+                pitfall, detail = lost_wakeup_pitfall(sink, wrapper, None)
+                fail(f"round {i}: the item was put but the consumer slept for {BOUND:g} s "
+                     "(lost wakeup); " + detail, pitfall=pitfall)
+            check(batch == [i], f"round {i}: expected [{i}], got {batch!r}")
+            slowest = max(slowest, loop.time() - start)
+        return slowest
+
+    thread = start_daemon(producer, name="producer")
+    slowest = lt.run(consumer(), rounds * BOUND, what="300 ping-pong rounds")
+    join(thread, what="the producer")
+    note(f"slowest round {slowest * 1000:.1f} ms")
+
+
+# -- 6. The injected put --------------------------------------------------------------------
+
+@pytest.mark.checkpoint("p01.injected_put")
+def test_a_put_injected_after_an_empty_drain_is_returned_at_once(impl, lt):
+    sink, _ = bound_sink(impl, lt)
+    calls = []
+
+    def inject():
+        """Runs on the loop thread inside get_batch, after its drain found nothing."""
+        if calls:
+            return
+        calls.append("hook")
+        join(start_daemon(sink.put, "b", name="injector"),
+             what="a put() called from inside after_empty_drain", pitfall="hook_under_lock")
+
+    async def scenario():
+        sink.put("a")
+        first = await get(sink, what="with 'a' queued")
+        check(first == ["a"], f"expected ['a'], got {first!r}")
+        sink.after_empty_drain = inject
+        try:
+            got = await asyncio.wait_for(sink.get_batch(), BOUND)
+        except asyncio.TimeoutError:
+            check(calls, "get_batch never called after_empty_drain after finding nothing")
+            fail(f"'b' was put after the empty drain, before re-arming; get_batch was still "
+                 f"asleep {BOUND:g} s later: it must drain again after arming",
+                 pitfall="single_drain")
+        check(got == ["b"], f"expected ['b'], got {got!r}")
+        check(sink.wakeups_scheduled == 1,
+              f"wakeups_scheduled is {sink.wakeups_scheduled}, expected 1: the put of 'b' saw "
+              "the wakeup of 'a' still in flight")
+
+    lt.run(scenario(), 3 * BOUND, what="the injected-put scenario")

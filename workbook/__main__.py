@@ -1,0 +1,5 @@
+import sys
+
+from workbook.cli import main
+
+sys.exit(main())

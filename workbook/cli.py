@@ -1,0 +1,241 @@
+"""``./check.sh`` — one small function per command, one Console.
+
+Exit codes: 0 every core checkpoint (and every attempted extension) passed; 1 a checkpoint
+failed or the file could not be imported; 2 usage error.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from workbook import ROOT, manifest, progress, render
+from workbook.run import Result, UsageError, run_check
+
+console = Console(highlight=False)
+errors = Console(stderr=True, highlight=False)
+COMMANDS = ("all", "list", "status", "hint", "book", "demo", "bench", "grade", "selftest")
+
+
+def _problem(problem_id: str) -> manifest.Problem:
+    try:
+        return manifest.get(problem_id)
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+
+
+# -- checks ---------------------------------------------------------------------------------
+
+def _check_parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description="Run a problem's acceptance set.")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--file", type=Path, help="check this file instead of mine/")
+    which.add_argument("--solution", action="store_true", help="check the reference solution")
+    which.add_argument("--pitfall", metavar="NAME", help="check a shipped wrong variant")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="run the set N times and report how many runs failed")
+    return parser
+
+
+def target_file(problem: manifest.Problem, args: argparse.Namespace) -> Path:
+    if args.solution:
+        return problem.solution_file
+    if args.pitfall:
+        names = [p.name for p in problem.pitfalls]
+        if args.pitfall not in names:
+            raise UsageError(f"{problem.id} has no pitfall {args.pitfall!r} "
+                             f"(known: {', '.join(names)})")
+        return problem.pitfall_file(args.pitfall)
+    path = args.file or problem.learner_file
+    if not path.is_file():
+        raise UsageError(f"no such file: {path}")
+    return path
+
+
+def cmd_check(problem_id: str, argv: list[str]) -> int:
+    problem = _problem(problem_id)
+    args = _check_parser(f"check.sh {problem_id}").parse_args(argv)
+    if args.repeat < 1:
+        raise UsageError("--repeat needs a whole number of at least 1")
+    target = target_file(problem, args)
+    results = []
+    for i in range(args.repeat):
+        if args.repeat > 1 and not args.json:
+            console.print(f"run {i + 1}/{args.repeat}…", end="\r")
+        results.append(run_check(problem, target))
+    last = results[-1]
+    if not (args.solution or args.pitfall):
+        _record(problem, last)
+    if args.json:
+        console.print_json(json.dumps(_json(results)))
+    elif args.repeat > 1:
+        console.print(render.repeat_view(results, problem))
+    else:
+        console.print(render.result_view(last, problem))
+    return 0 if all(r.passed for r in results) else 1
+
+
+def _json(results: list[Result]) -> dict:
+    failed = [r for r in results if not r.passed]
+    doc = (failed[0] if failed else results[-1]).to_json()
+    if len(results) > 1:
+        doc["runs"], doc["failed_runs"] = len(results), len(failed)
+        doc["passed"] = not failed
+    return doc
+
+
+def _record(problem: manifest.Problem, result: Result) -> None:
+    passed = sum(cp.status == "passed" for cp in result.checkpoints)
+    progress.record_attempt(problem.id, passed, len(result.checkpoints))
+    if result.passed:
+        progress.mark_done(problem.id, render.shown_path(result.file))
+
+
+def cmd_all(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="check.sh all", description="Check every problem.")
+    parser.add_argument("--solution", action="store_true")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    results: dict[str, Result] = {}
+    for problem in manifest.problems().values():
+        target = problem.solution_file if args.solution else problem.learner_file
+        if not target.is_file():
+            raise UsageError(f"no such file: {target}")
+        with console.status(f"checking {problem.id}…"):
+            results[problem.id] = run_check(problem, target)
+        if not args.solution:
+            _record(problem, results[problem.id])
+    if args.json:
+        console.print_json(json.dumps({pid: r.to_json() for pid, r in results.items()}))
+    else:
+        console.print(render.summary_view(results))
+    return 0 if all(r.passed for r in results.values()) else 1
+
+
+# -- reading ------------------------------------------------------------------------------
+
+def cmd_list(argv: list[str]) -> int:
+    _no_args("list", argv)
+    console.print(render.problems_view(progress.load(), with_progress=False))
+    return 0
+
+
+def cmd_status(argv: list[str]) -> int:
+    _no_args("status", argv)
+    console.print(render.problems_view(progress.load(), with_progress=True))
+    return 0
+
+
+def cmd_hint(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="check.sh hint",
+                                     description="Show the next unseen hint level.")
+    parser.add_argument("problem")
+    parser.add_argument("level", nargs="?", type=int, choices=(1, 2, 3))
+    args = parser.parse_args(argv)
+    problem = _problem(args.problem)
+    seen = progress.hints_seen(problem.id)
+    level = args.level or min(seen + 1, 3)
+    path = problem.hint_file(level)
+    if not path.is_file():
+        raise UsageError(f"missing hint file {render.shown_path(path)}")
+    console.print(render.markdown_view(f"{problem.id} · hint level {level} of 3",
+                                       path.read_text("utf-8")))
+    progress.record_hint(problem.id, level)
+    if args.level is None and seen >= 3:
+        console.print("[dim]You have seen every level; this is the last one again.[/dim]")
+    elif level < 3:
+        console.print(f"[dim]Next level: ./check.sh hint {problem.id}[/dim]")
+    return 0
+
+
+def cmd_book(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="check.sh book", description="Read a chapter.")
+    parser.add_argument("problem")
+    args = parser.parse_args(argv)
+    problem = _problem(args.problem)
+    path = problem.chapter_file
+    if not path.is_file():
+        raise UsageError(f"missing chapter {render.shown_path(path)}")
+    console.print(render.markdown_view(f"{problem.id} · {problem.title}", path.read_text("utf-8")))
+    return 0
+
+
+# -- commands that live in their own modules ----------------------------------------------
+
+def _delegate(kind: str, module_name: str, argv: list[str]) -> int:
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            raise UsageError(f"'{kind}' is not available yet") from None
+        raise
+    return int(module.main(argv) or 0)
+
+
+def cmd_demo(argv: list[str]) -> int:
+    if not argv:
+        raise UsageError("usage: check.sh demo pNN")
+    problem = _problem(argv[0])
+    return _delegate(f"demo {problem.id}", problem.demo_module, argv[1:])
+
+
+def cmd_bench(argv: list[str]) -> int:
+    if not argv or argv[0].startswith("-"):
+        raise UsageError("usage: check.sh bench pNN [--file PATH] [--json]")
+    problem = _problem(argv[0])
+    return _delegate(f"bench {problem.id}", problem.bench_module, argv[1:])
+
+
+def cmd_grade(argv: list[str]) -> int:
+    return _delegate("grade", "workbook.grade", argv)
+
+
+def cmd_selftest(argv: list[str]) -> int:
+    """The project's own test suite."""
+    command = [sys.executable, "-m", "pytest", str(ROOT / "tests" / "selftest"),
+               "-p", "no:cacheprovider", *argv]
+    return subprocess.call(command, cwd=ROOT)
+
+
+def _no_args(name: str, argv: list[str]) -> None:
+    if argv:
+        raise UsageError(f"'{name}' takes no arguments")
+
+
+HANDLERS = {"all": cmd_all, "list": cmd_list, "status": cmd_status, "hint": cmd_hint,
+            "book": cmd_book, "demo": cmd_demo, "bench": cmd_bench, "grade": cmd_grade,
+            "selftest": cmd_selftest}
+
+
+def usage() -> str:
+    ids = " | ".join(manifest.problems())
+    return (f"usage: check.sh ({ids}) [--file PATH | --solution | --pitfall NAME] "
+            f"[--json] [--repeat N]\n       check.sh {{{','.join(COMMANDS)}}} ...")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage(), file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    try:
+        if command in HANDLERS:
+            return HANDLERS[command](rest)
+        if command in manifest.problems():
+            return cmd_check(command, rest)
+        raise UsageError(f"unknown problem or command {command!r}\n{usage()}")
+    except UsageError as exc:
+        errors.print(f"[red]error:[/red] {exc}")
+        return 2
+    except SystemExit as exc:  # argparse's own usage errors
+        return int(exc.code or 0)
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/yellow]")
+        return 130

@@ -1,0 +1,181 @@
+"""The pytest plugin behind every acceptance run.
+
+``--target FILE`` is loaded under the problem's canonical module name and handed to the
+tests through the ``impl`` fixture.  Each test carries ``@pytest.mark.checkpoint(ID)``.
+One JSON line per finished test is appended to ``--report`` as soon as the test ends, so a
+run that is killed half-way still reports everything that finished.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import pytest
+
+from workbook import manifest, testkit
+
+_STATE: dict = {}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("workbook")
+    group.addoption("--problem", help="problem id (p01 ...)")
+    group.addoption("--target", help="the learner file to check")
+    group.addoption("--report", help="append JSON lines here, one per finished test")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "checkpoint(id): the manifest checkpoint a test checks")
+    problem_id = config.getoption("--problem")
+    if not problem_id:
+        return
+    problem = manifest.get(problem_id)
+    target = Path(config.getoption("--target") or problem.learner_file).resolve()
+    report = config.getoption("--report")
+    _STATE.update(problem=problem, target=target, module=None, import_error=None,
+                  report=open(report, "a", encoding="utf-8") if report else None,
+                  current=None)
+    testkit._note_sink = _note
+    _emit({"event": "start", "problem": problem.id, "file": str(target), "pid": os.getpid()})
+    _load_target(problem, target)
+
+
+def _emit(record: dict) -> None:
+    out = _STATE.get("report")
+    if out is not None:
+        out.write(json.dumps(record) + "\n")
+        out.flush()
+
+
+def _note(text: str) -> None:
+    _emit({"event": "note", "checkpoint": _STATE.get("current"), "text": str(text)})
+
+
+def _load_target(problem: manifest.Problem, target: Path) -> None:
+    """Import the learner file under its canonical name; remember (not raise) any failure."""
+    spec = importlib.util.spec_from_file_location(problem.module, target)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[problem.module] = module
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        _STATE["import_error"] = (f"syntax error at {exc.filename}:{exc.lineno}: {exc.msg}")
+    except BaseException as exc:  # noqa: BLE001 - anything the learner file raises on import
+        where = _where(exc.__traceback__, target)
+        _STATE["import_error"] = (f"importing the file raised {type(exc).__name__}: {exc}"
+                                  + (f" ({where})" if where else ""))
+    else:
+        _STATE["module"] = module
+        return
+    del sys.modules[problem.module]
+    _emit({"event": "import_error", "message": _STATE["import_error"]})
+
+
+@pytest.fixture
+def impl():
+    """The learner module under test."""
+    if _STATE.get("module") is None:
+        pytest.fail(_STATE.get("import_error") or "no --target given", pytrace=False)
+    return _STATE["module"]
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    problem = _STATE.get("problem")
+    if problem is None:
+        return
+    by_checkpoint: dict[str, list[str]] = {cp.id: [] for cp in problem.checkpoints}
+    for item in items:
+        marker = item.get_closest_marker("checkpoint")
+        cp_id = marker.args[0] if marker else None
+        if cp_id not in by_checkpoint:
+            raise pytest.UsageError(f"{item.nodeid}: checkpoint {cp_id!r} is not in the manifest")
+        by_checkpoint[cp_id].append(item.nodeid)
+    _emit({"event": "collected", "tests": by_checkpoint})
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    marker = item.get_closest_marker("checkpoint")
+    _STATE["current"] = marker.args[0] if marker else None
+    _STATE["outcome"] = None
+    _STATE["started"] = time.monotonic()
+    yield
+    if _STATE.get("problem") is None:
+        return
+    outcome = _STATE["outcome"] or {"outcome": "passed"}
+    _emit({"event": "test", "checkpoint": _STATE["current"], "nodeid": item.nodeid,
+           "seconds": round(time.monotonic() - _STATE["started"], 3), **outcome})
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    result = yield
+    report = result.get_result()
+    if report.failed and _STATE.get("outcome") is None and call.excinfo is not None:
+        _STATE["outcome"] = _classify(call.excinfo, report.when)
+    elif report.skipped and _STATE.get("outcome") is None and report.when != "teardown":
+        _STATE["outcome"] = {"outcome": "failed", "message": "skipped: " + str(call.excinfo.value
+                             if call.excinfo else ""), "pitfall": None}
+
+
+def _classify(excinfo, when: str) -> dict:
+    exc = excinfo.value
+    target = _STATE["target"]
+    if isinstance(exc, NotImplementedError):
+        where = _where(excinfo.tb, target, function=True)
+        return {"outcome": "not_implemented", "pitfall": None,
+                "message": f"{where or 'a method'} is not implemented yet"}
+    if isinstance(exc, testkit.Failure):
+        return {"outcome": "failed", "message": str(exc), "pitfall": exc.pitfall}
+    if isinstance(exc, pytest.fail.Exception):
+        text = str(exc)
+        if text.startswith("Timeout"):
+            text = "the check did not finish in time (hung: deadlock or lost wakeup?)"
+        return {"outcome": "failed", "message": text, "pitfall": None}
+    if isinstance(exc, AssertionError):
+        text = str(exc).split("\nassert ")[0] or "an assertion failed"
+        return {"outcome": "failed", "message": text, "pitfall": None}
+    where = _where(excinfo.tb, target)
+    text = f"{type(exc).__name__}: {exc}" + (f" (raised at {where})" if where else "")
+    if when != "call":
+        text = f"during {when}: {text}"
+    return {"outcome": "failed", "message": text, "pitfall": None}
+
+
+def _where(tb, target: Path, function: bool = False) -> str | None:
+    """The innermost frame of ``tb`` inside the learner file, as 'file:line in name'."""
+    found = None
+    for frame, lineno in traceback.walk_tb(tb):
+        if Path(frame.f_code.co_filename).resolve() == target:
+            found = (frame, lineno)
+    if found is None:
+        return None
+    frame, lineno = found
+    code = frame.f_code
+    name = getattr(code, "co_qualname", None)  # Python 3.11+
+    if name is None:
+        self_obj = frame.f_locals.get("self")
+        name = f"{type(self_obj).__name__}.{code.co_name}" if self_obj is not None else code.co_name
+    if function:
+        return name
+    return f"{_display(target)}:{lineno} in {name}"
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    if _STATE.get("problem") is not None:
+        _emit({"event": "end"})
+        out = _STATE.pop("report", None)
+        if out is not None:
+            out.close()

@@ -1,0 +1,144 @@
+"""Small functions that turn results, hints and chapters into rich renderables."""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from rich.console import Group, RenderableType
+from rich.markdown import Markdown
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from workbook import ROOT, manifest
+from workbook.run import Result
+
+ICONS = {"passed": ("✓", "green"), "failed": ("✗", "red"), "not_attempted": ("·", "dim")}
+
+
+def shown_path(path: str | Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def result_view(result: Result, problem: manifest.Problem) -> RenderableType:
+    """A learner's report: the checklist, then one focused diagnosis per failure."""
+    head = Text.assemble((f"{problem.id.upper()} · {problem.title}", "bold"), "  ",
+                         (shown_path(result.file), "cyan"))
+    if result.import_error:
+        return Group(head, Text(f"✗ {result.import_error}", style="red"))
+    if result.skeleton:
+        first = next(cp for cp in result.checkpoints if cp.kind == "core")
+        return Group(head, Text(
+            f"✗ {shown_path(result.file)} is still the skeleton: {first.message}. "
+            f"Fill in its TODOs, then run ./check.sh {problem.id} again.", style="yellow"))
+    parts: list[RenderableType] = [head, checklist(result)]
+    parts += [diagnosis(cp, problem) for cp in result.checkpoints if cp.status == "failed"]
+    parts.append(verdict(result, problem))
+    return Group(*parts)
+
+
+def checklist(result: Result) -> Table:
+    table = Table(box=None, show_header=False, padding=(0, 1))
+    table.add_column(width=1)
+    table.add_column()
+    table.add_column(justify="right", style="dim")
+    for cp in result.checkpoints:
+        icon, style = ICONS[cp.status]
+        title = Text(cp.title)
+        if cp.kind == "extension":
+            title.append(" (extension" + (", not attempted)" if cp.status == "not_attempted"
+                                          else ")"), style="dim")
+        for line in cp.notes:
+            title.append(f"\n  {line}", style="dim")
+        table.add_row(Text(icon, style=style), title, f"{cp.seconds:.2f}s")
+    return table
+
+
+def diagnosis(cp, problem: manifest.Problem) -> Panel:
+    body = Text(cp.message or "failed")
+    hint, section = problem.checkpoint(cp.id).hint, problem.checkpoint(cp.id).section
+    if cp.pitfall:
+        try:
+            pit = problem.pitfall(cp.pitfall)
+            body.append("\nLooks like: ", style="bold").append(pit.title)
+            hint, section = pit.hint, pit.section
+        except KeyError:
+            body.append(f"\nLooks like: {cp.pitfall}")
+    body.append("\nRead: ", style="bold").append(
+        f"hint level {hint} (./check.sh hint {problem.id} {hint}) · "
+        f"book section “{section}” (./check.sh book {problem.id})")
+    return Panel(body, title=f"✗ {cp.title}", title_align="left", border_style="red")
+
+
+def verdict(result: Result, problem: manifest.Problem) -> Text:
+    passed = sum(cp.status == "passed" for cp in result.checkpoints)
+    tail = f" · {result.seconds:.1f}s"
+    if result.incomplete:
+        tail += " · the run did not finish"
+    if result.passed:
+        return Text(f"All {len(problem.core)} core checkpoints passed{tail}. "
+                    f"{problem.id} is marked done.", style="bold green")
+    return Text(f"{passed}/{len(result.checkpoints)} checkpoints passed{tail}.", style="bold red")
+
+
+def repeat_view(results: list[Result], problem: manifest.Problem) -> RenderableType:
+    failed_runs = sum(not r.passed for r in results)
+    per_cp = Counter(cp.id for r in results for cp in r.checkpoints if cp.status == "failed")
+    pitfalls = Counter(cp.pitfall for r in results for cp in r.checkpoints if cp.pitfall)
+    table = Table(title=f"{problem.id} × {len(results)} runs")
+    table.add_column("checkpoint")
+    table.add_column("failed runs", justify="right")
+    for cp in problem.checkpoints:
+        n = per_cp.get(cp.id, 0)
+        table.add_row(cp.title, Text(str(n), style="red" if n else "green"))
+    seconds = sorted(r.seconds for r in results)
+    style = "bold red" if failed_runs else "bold green"
+    line = Text(f"{failed_runs} of {len(results)} runs failed · median run "
+                f"{seconds[len(seconds) // 2]:.2f}s, slowest {seconds[-1]:.2f}s", style=style)
+    parts: list[RenderableType] = [table, line]
+    if pitfalls:
+        parts.append(Text("diagnoses: " + ", ".join(f"{k} ×{v}" for k, v in pitfalls.items())))
+    return Group(*parts)
+
+
+def summary_view(results: dict[str, Result]) -> Table:
+    table = Table(title="All problems")
+    for col in ("problem", "file", "checkpoints", "time", "result"):
+        table.add_column(col)
+    for pid, r in results.items():
+        passed = sum(cp.status == "passed" for cp in r.checkpoints)
+        state = ("passed", "green") if r.passed else (
+            ("not implemented", "yellow") if r.skeleton else ("failed", "red"))
+        if r.import_error:
+            state = ("cannot import", "red")
+        table.add_row(pid, shown_path(r.file), f"{passed}/{len(r.checkpoints)}",
+                      f"{r.seconds:.1f}s", Text(state[0], style=state[1]))
+    return table
+
+
+def problems_view(progress: dict, *, with_progress: bool) -> Table:
+    table = Table(title="Problems" if not with_progress else "Progress")
+    for col in ("id", "title", "time", "difficulty", "checkpoints"):
+        table.add_column(col)
+    if with_progress:
+        table.add_column("last check")
+        table.add_column("hints seen")
+        table.add_column("status")
+    for p in manifest.problems().values():
+        row = [p.id, f"{p.title} — {p.summary}", f"{p.minutes} min", p.difficulty,
+               str(len(p.checkpoints))]
+        if with_progress:
+            e = progress.get("problems", {}).get(p.id, {})
+            last = e.get("last_check")
+            row += [f"{last['passed']}/{last['total']} ({last['at']})" if last else "—",
+                    f"L{e['hints_seen']}" if e.get("hints_seen") else "—",
+                    Text("done", style="green") if e.get("done_at") else Text("open", "dim")]
+        table.add_row(*row)
+    return table
+
+
+def markdown_view(title: str, text: str) -> Panel:
+    return Panel(Markdown(text), title=title, title_align="left")

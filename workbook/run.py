@@ -1,0 +1,230 @@
+"""Run one acceptance set in a subprocess and turn its report into a ``Result``.
+
+The same function serves a learner's check, ``--repeat``, ``all``, the selftest and grading.
+The subprocess gets its own process group and a wall-clock limit; whatever checkpoints
+finished before a kill are still reported.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from workbook import ROOT, manifest
+
+#: Seconds allowed per test before pytest-timeout interrupts it (a backstop: the tests
+#: bound their own waits much tighter).
+TEST_TIMEOUT = 30
+
+
+@dataclass
+class CheckpointResult:
+    id: str
+    title: str
+    kind: str
+    status: str  # "passed" | "failed" | "not_attempted"
+    seconds: float = 0.0
+    message: str | None = None
+    pitfall: str | None = None
+    not_implemented: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Result:
+    problem: str
+    file: str
+    checkpoints: list[CheckpointResult]
+    import_error: str | None = None
+    incomplete: bool = False
+    seconds: float = 0.0
+    output: str = ""  # the tail of what pytest printed, for debugging the harness itself
+
+    @property
+    def passed(self) -> bool:
+        """Every core checkpoint passed and no attempted extension failed."""
+        return self.import_error is None and all(
+            cp.status in ("passed", "not_attempted") for cp in self.checkpoints
+        ) and all(cp.status == "passed" for cp in self.checkpoints if cp.kind == "core")
+
+    @property
+    def skeleton(self) -> bool:
+        """Nothing is implemented yet: every core checkpoint failed on NotImplementedError."""
+        core = [cp for cp in self.checkpoints if cp.kind == "core"]
+        return bool(core) and all(cp.not_implemented for cp in core)
+
+    def to_json(self) -> dict:
+        return {
+            "problem": self.problem, "file": self.file, "passed": self.passed,
+            "import_error": self.import_error, "incomplete": self.incomplete,
+            "seconds": round(self.seconds, 3),
+            "checkpoints": [
+                {k: v for k, v in asdict(cp).items() if k != "not_implemented"}
+                for cp in self.checkpoints
+            ],
+        }
+
+
+class UsageError(Exception):
+    """Bad input from the command line: exit code 2."""
+
+
+def check_source(target: Path) -> str | None:
+    """A readable one-line syntax error for ``target``, or None if it compiles."""
+    try:
+        source = target.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {target}: {exc.strerror}") from None
+    try:
+        compile(source, str(target), "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        return f"syntax error at {exc.filename}:{exc.lineno}: {exc.msg}"
+    except ValueError as exc:  # e.g. null bytes
+        return f"cannot compile {target}: {exc}"
+    return None
+
+
+def pytest_command(problem: manifest.Problem, target: Path, report: Path,
+                   python: str = sys.executable) -> list[str]:
+    return [
+        python, "-m", "pytest", str(problem.tests_dir),
+        "-p", "workbook.plugin", "-p", "no:cacheprovider",
+        "--problem", problem.id, "--target", str(target), "--report", str(report),
+        "--rootdir", str(ROOT), "-q", "--no-header", "-rN", "--tb=no",
+        "--timeout", str(TEST_TIMEOUT), "--timeout-method", "signal",
+    ]
+
+
+def run_check(problem: manifest.Problem, target: Path, *, time_limit: float | None = None,
+              python: str = sys.executable, env: dict | None = None) -> Result:
+    """Run ``problem``'s acceptance set against ``target``."""
+    target = Path(target).resolve()
+    if not target.is_file():
+        raise UsageError(f"no such file: {target}")
+    started = time.monotonic()
+    syntax = check_source(target)
+    if syntax:
+        return _import_failed(problem, target, syntax, started)
+    limit = time_limit or problem.time_limit
+    with tempfile.TemporaryDirectory(prefix="workbook-") as tmp:
+        report = Path(tmp) / "report.jsonl"
+        report.touch()
+        output = Path(tmp) / "output.txt"
+        with output.open("wb") as out:
+            proc = subprocess.Popen(
+                pytest_command(problem, target, report, python), cwd=ROOT,
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                env=_child_env(env), start_new_session=True,
+            )
+            killed = _wait(proc, limit)
+        records = _read_report(report)
+        tail = output.read_bytes()[-4000:].decode("utf-8", "replace")
+    result = _aggregate(problem, target, records, killed=killed, limit=limit)
+    result.seconds = time.monotonic() - started
+    result.output = tail
+    return result
+
+
+def _child_env(extra: dict | None) -> dict:
+    env = dict(os.environ)
+    env.pop("PYTEST_ADDOPTS", None)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env.update(extra or {})
+    return env
+
+
+def _wait(proc: subprocess.Popen, limit: float) -> bool:
+    """Wait up to ``limit`` seconds; then kill the whole process group. True if killed."""
+    try:
+        proc.wait(limit)
+        killed = False
+    except subprocess.TimeoutExpired:
+        killed = True
+    try:  # leave nothing behind: stray children of the learner code go too
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+    return killed
+
+
+def _read_report(path: Path) -> list[dict]:
+    records = []
+    for line in path.read_text("utf-8", "replace").splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a line cut short by a kill
+    return records
+
+
+def _import_failed(problem: manifest.Problem, target: Path, message: str,
+                   started: float) -> Result:
+    cps = [CheckpointResult(cp.id, cp.title, cp.kind, "failed", message=message)
+           for cp in problem.checkpoints]
+    return Result(problem.id, str(target), cps, import_error=message,
+                  seconds=time.monotonic() - started)
+
+
+def _aggregate(problem: manifest.Problem, target: Path, records: list[dict], *,
+               killed: bool, limit: float) -> Result:
+    collected: dict[str, list[str]] = {}
+    tests: dict[str, list[dict]] = {cp.id: [] for cp in problem.checkpoints}
+    notes: dict[str, list[str]] = {cp.id: [] for cp in problem.checkpoints}
+    import_error = None
+    ended = False
+    for rec in records:
+        event = rec.get("event")
+        if event == "collected":
+            collected = rec.get("tests", {})
+        elif event == "test" and rec.get("checkpoint") in tests:
+            tests[rec["checkpoint"]].append(rec)
+        elif event == "note" and rec.get("checkpoint") in notes:
+            notes[rec["checkpoint"]].append(rec.get("text", ""))
+        elif event == "import_error":
+            import_error = rec.get("message")
+        elif event == "end":
+            ended = True
+    if import_error:
+        return _import_failed(problem, target, import_error, time.monotonic())
+    results = []
+    incomplete = killed or not ended
+    for cp in problem.checkpoints:
+        expected = len(collected.get(cp.id, [])) or None
+        results.append(_checkpoint_status(cp, tests[cp.id], expected, notes[cp.id],
+                                          killed=killed, limit=limit))
+    return Result(problem.id, str(target), results, incomplete=incomplete)
+
+
+def _checkpoint_status(cp: manifest.Checkpoint, runs: list[dict], expected: int | None,
+                       notes: list[str], *, killed: bool, limit: float) -> CheckpointResult:
+    result = CheckpointResult(cp.id, cp.title, cp.kind, "failed", notes=notes,
+                              seconds=round(sum(r.get("seconds", 0.0) for r in runs), 3))
+    failed = [r for r in runs if r.get("outcome") == "failed"]
+    missing = expected is None or len(runs) < expected
+    if failed:
+        result.message = failed[0].get("message")
+        result.pitfall = failed[0].get("pitfall")
+    elif missing and not runs and expected is None and not killed:
+        result.message = "no test checks this checkpoint (harness defect)"
+    elif missing:
+        result.message = (f"did not finish: the whole run was stopped after {limit:g} s"
+                          if killed else "did not finish: the test process ended early")
+    elif all(r.get("outcome") == "not_implemented" for r in runs):
+        result.not_implemented = True
+        result.message = runs[0].get("message")
+        if cp.kind == "extension":
+            result.status = "not_attempted"
+    elif any(r.get("outcome") == "not_implemented" for r in runs):
+        first = next(r for r in runs if r.get("outcome") == "not_implemented")
+        result.message = f"only partly implemented: {first.get('message')}"
+    else:
+        result.status = "passed"
+    return result
