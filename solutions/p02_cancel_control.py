@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
+__all__ = ["Control", "Dial", "DialResult", "dial", "run"]
+
 #: The most ``drain()`` reads in one call, so a flood of presses cannot starve the dials.
 DRAIN_CHUNK = 4096
 

@@ -78,8 +78,10 @@ def test_a_cancel_is_not_lost_when_the_loop_handles_the_byte_before_the_requeste
     def let_the_loop_react_first() -> None:
         # Hold the requester right after its send() until the loop has handled the byte:
         # it is back inside select() or it has started its cleanup (or it returned).
+        # (A loop that closes the control before unregistering it would wait for this very
+        # requester's lock; the bound lets the test go on.)
         spy.wait_for(lambda: not r.alive or spy.unregister_calls > 0
-                     or (spy.entered > woke_at and spy.entered > spy.returned), BOUND)
+                     or (spy.entered > woke_at and spy.entered > spy.returned), CANCEL_BOUND)
 
     spy_writer = SendSpy(control, after_send=let_the_loop_react_first)
     control.writer = spy_writer
@@ -149,6 +151,10 @@ def test_a_notification_byte_without_the_stop_state_does_not_end_the_run(h, net,
     # The loop is asleep again; for a short window it must stay asleep (a loop that did
     # not read the byte would find the socket readable again and spin).
     spy.wait_for(lambda: spy.entered > 2, 0.2)
+    polled = [t for t in spy.timeouts if t is not None and t >= 0]
+    check(spy.entered == 2 or not polled,
+          f"the loop called select() {spy.entered} times with timeouts {polled[:3]}: it wakes "
+          "on its own to look at the flag", pitfall="short_timeout_polling")
     check(spy.entered == 2,
           f"after one stray byte the loop called select() {spy.entered} times: drain() the "
           "control reader once per wakeup")

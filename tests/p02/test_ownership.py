@@ -54,7 +54,7 @@ def test_after_a_timeout_every_socket_and_the_selector_are_closed_each_unregiste
     dials = [h.dial("stuck", net.pending), h.dial("up", net.listening)]
     control = h.control()
     h.start(dials, control, timeout=0.1).result(what="run(timeout=0.1)")
-    _check_released(h, spy, control, "a timed-out run")
+    _check_released(h, spy, control, "a timed-out run", open_pitfall="cancelled_left_open")
 
 
 @pytest.mark.checkpoint("p02.fds")
@@ -242,7 +242,7 @@ def test_a_stop_requested_before_run_returns_every_dial_cancelled_without_waitin
     waited = [t for t in spy.timeouts if t is None or t > 0]
     check(not waited, f"run() waited in select() (timeouts {waited}) although stop had "
                       "already been requested")
-    h.check_no_leak("run() returned after an early stop")
+    h.check_no_leak("run() returned after an early stop", pitfall="cancelled_left_open")
 
 
 # -- p02.no_polling --------------------------------------------------------------------------
