@@ -1,0 +1,244 @@
+"""Test helpers for P04: run a learner's IOLoop in a daemon thread, observe it, gate it.
+
+Every wait is bounded; a loop that hangs fails its checkpoint and is interrupted so it does
+not keep a CPU busy for the rest of the run.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Any, Callable
+
+from workbook.testkit import BOUND, DaemonThread, fail, interrupt_thread, start_daemon
+
+LOCK_TYPE = type(threading.Lock())
+
+
+class ModuleApi:
+    """The scenarios' adapter for a module with this exercise's API (learner or reference)."""
+
+    def __init__(self, module) -> None:
+        self.module = module
+        self.Future = module.Future
+        self.coroutine = module.coroutine
+        self.moment = module.moment
+        self.Return = module.Return
+        self.BadYieldError = module.BadYieldError
+
+    def loop(self):
+        return self.module.IOLoop.current()
+
+    def done(self, value):
+        future = self.module.Future()
+        future.set_result(value)
+        return future
+
+    def run(self, main: Callable[[], Any], *, what: str, pitfall: str | None = None):
+        return run_on_fresh_loop(self.module, main, what=what, pitfall=pitfall)
+
+
+def run_scenario(api, scenario, **kwargs) -> tuple[list, Any]:
+    """Run one scenario of ``tests.p04.scenarios``; returns (events, main's result)."""
+    events: list = []
+    main = scenario(api, events.append)
+    result = api.run(main, what=f"the scenario '{scenario.__name__}'", **kwargs)
+    return events, result
+
+
+def run_on_fresh_loop(impl, main: Callable[[], Any], *, what: str, timeout: float = BOUND,
+                      pitfall: str | None = None) -> Any:
+    """``IOLoop.current().run_sync(main)`` in a new daemon thread (so a new loop), closed after.
+
+    Fails (naming ``pitfall``) if the loop does not return within a bound."""
+
+    def body():
+        loop = impl.IOLoop.current()
+        try:
+            return loop.run_sync(main, timeout=timeout)
+        finally:
+            try:
+                loop.close()
+            except Exception:  # noqa: BLE001 - closing is not what this check is about
+                pass
+
+    thread = start_daemon(body, name="ioloop")
+    thread.join(timeout + BOUND)
+    if thread.is_alive():
+        interrupt_thread(thread)
+        fail(f"{what}: run_sync(main, timeout={timeout:g}) had not returned after "
+             f"{timeout + BOUND:g} s (the loop is stuck)", pitfall=pitfall)
+    if isinstance(thread.error, TimeoutError):
+        fail(f"{what}: not finished within {timeout:g} s (run_sync raised TimeoutError)",
+             pitfall=pitfall)
+    if thread.error is not None:
+        raise thread.error
+    return thread.result
+
+
+class ServedLoop:
+    """A learner's IOLoop running ``start()`` in a daemon thread; the test thread is free to
+    play the other threads, to gate the loop and to look at it."""
+
+    def __init__(self, impl) -> None:
+        self.impl = impl
+        self.loop = None
+        created = threading.Event()
+        started = threading.Event()
+
+        def body():
+            self.loop = impl.IOLoop.current()
+            created.set()
+            self.loop.add_callback(started.set)  # from the loop thread: runs once start() runs
+            self.loop.start()
+
+        self.thread: DaemonThread = start_daemon(body, name="ioloop")
+        if not created.wait(BOUND):
+            self._raise_thread_error()
+            fail(f"IOLoop.current() did not return within {BOUND:g} s")
+        if not started.wait(BOUND):
+            self._raise_thread_error()
+            fail(f"start() did not run a callback added before it within {BOUND:g} s")
+
+    def _raise_thread_error(self) -> None:
+        if self.thread.error is not None:
+            raise self.thread.error
+
+    @property
+    def ident(self) -> int | None:
+        return self.thread.ident
+
+    def idle(self) -> bool:
+        """True while the loop thread sleeps in a ``selectors`` selector's ``select()``."""
+        frame = sys._current_frames().get(self.thread.ident)
+        return (frame is not None and frame.f_code.co_name == "select"
+                and frame.f_code.co_filename.endswith("selectors.py"))
+
+    def wait_idle(self, timeout: float = BOUND) -> bool:
+        """Wait (bounded) until the loop thread is asleep in select(); False if it never is."""
+        deadline = time.monotonic() + timeout
+        while not self.idle():
+            if time.monotonic() >= deadline or not self.thread.is_alive():
+                return False
+            time.sleep(0.001)  # polling for a state, bounded
+        return True
+
+    def gate(self) -> "Gate":
+        """Park the loop thread inside a callback until the gate is opened."""
+        gate = Gate()
+        self.loop.add_callback(gate.hold)
+        if not gate.entered.wait(BOUND):
+            fail(f"a callback added from another thread did not run within {BOUND:g} s "
+                 "(the loop was not woken)", pitfall="never_wake")
+        return gate
+
+    def call(self, fn: Callable[[], Any], *, what: str) -> Any:
+        """Run ``fn()`` on the loop thread and return its result (bounded)."""
+        box: dict = {}
+        done = threading.Event()
+
+        def run():
+            try:
+                box["result"] = fn()
+            except BaseException as exc:  # handed to the test thread
+                box["error"] = exc
+            finally:
+                done.set()
+
+        self.loop.add_callback(run)
+        if not done.wait(BOUND):
+            fail(f"{what}: a callback added from the test thread did not run within "
+                 f"{BOUND:g} s", pitfall="never_wake" if self.idle() else None)
+        if "error" in box:
+            raise box["error"]
+        return box["result"]
+
+    def close(self) -> None:
+        if self.loop is None or not self.thread.is_alive():
+            return
+        try:
+            self.loop.add_callback(self.loop.stop)
+        except Exception:  # noqa: BLE001 - a broken loop must not break the teardown
+            pass
+        self.thread.join(1.0)
+        if self.thread.is_alive():
+            try:
+                self.loop.stop()  # from another thread: wakes a loop stuck in select()
+            except Exception:  # noqa: BLE001
+                pass
+            self.thread.join(1.0)
+        if self.thread.is_alive():
+            interrupt_thread(self.thread)  # a spinning loop (asleep in select: harmless)
+            return
+        try:
+            self.loop.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+class Gate:
+    """A callback that holds the loop thread until ``open()`` (bounded)."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self._open = threading.Event()
+
+    def hold(self) -> None:
+        self.entered.set()
+        self._open.wait(BOUND)
+
+    def open(self) -> None:
+        self._open.set()
+
+
+def loop_locks_held(loop) -> bool:
+    """True if a lock stored on ``loop`` is held (by the calling thread, in our uses)."""
+    for value in list(vars(loop).values()):
+        if isinstance(value, LOCK_TYPE):
+            if value.locked():
+                return True
+        elif hasattr(value, "_is_owned"):  # RLock, Condition
+            try:
+                if value._is_owned():
+                    return True
+            except Exception:  # noqa: BLE001
+                continue
+    return False
+
+
+def traced_call(loop, fn: Callable[[], Any], on_unlocked_line: Callable[[int], None]) -> Any:
+    """Call ``fn()`` with a line tracer on the loop's own methods.
+
+    Before each line of a method of ``loop`` that runs while no lock of the loop is held,
+    ``on_unlocked_line(n)`` is called with n = 1, 2, ... -- the seams where another thread
+    could slip in between two steps of, say, ``add_callback``."""
+    count = 0
+
+    def local(frame, event, arg):
+        nonlocal count
+        if event == "line" and not loop_locks_held(loop):
+            count += 1
+            on_unlocked_line(count)
+        return local
+
+    def tracer(frame, event, arg):
+        if event == "call" and frame.f_locals.get("self") is loop:
+            return local
+        return None
+
+    sys.settrace(tracer)
+    try:
+        return fn()
+    finally:
+        sys.settrace(None)
+
+
+def resumption_frames() -> tuple[int, int]:
+    """Called inside a coroutine: (stack depth, frames named 'run') of whoever resumed it."""
+    frame = sys._getframe(1)
+    depth = runs = 0
+    while frame is not None:
+        depth += 1
+        runs += frame.f_code.co_name == "run"
+        frame = frame.f_back
+    return depth, runs

@@ -1,0 +1,220 @@
+"""Acceptance set for P04 · the IOLoop: callbacks across threads, the waker, timeouts.
+
+The loop runs ``start()`` in a daemon thread (fixture ``served``).  "The loop is asleep" is
+proven by its state -- the loop thread's top frame is a ``selectors`` ``select()`` -- never by
+a sleep.  The lost-wakeup race is forced with a gate callback that parks the loop thread and
+a line tracer that pauses the producer between two steps of ``add_callback``.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from tests.p04.support import traced_call
+from tests.p04.test_coroutines import expect_events
+from workbook.testkit import BOUND, check, fail, join, note, start_daemon
+
+
+def _asleep(served) -> None:
+    if not served.wait_idle():
+        fail(f"the idle loop thread never went to sleep in a selectors select() within "
+             f"{BOUND:g} s (block in self._selector.select(timeout))")
+
+
+# -- cross-thread add_callback ---------------------------------------------------------------
+
+@pytest.mark.checkpoint("p04.cross_thread")
+def test_a_callback_from_another_thread_wakes_a_loop_asleep_in_select(served):
+    _asleep(served)
+    ran = threading.Event()
+    before = served.loop.wakeups_scheduled
+    start = time.monotonic()
+    served.loop.add_callback(ran.set)
+    if not ran.wait(BOUND):
+        fail(f"a callback added from another thread while the loop slept in select() had not "
+             f"run after {BOUND:g} s; wakeups_scheduled went {before} -> "
+             f"{served.loop.wakeups_scheduled}: the loop must be woken through the waker",
+             pitfall="never_wake")
+    note(f"woken in {(time.monotonic() - start) * 1000:.1f} ms")
+    check(served.loop.wakeups_scheduled == before + 1,
+          f"waking a sleeping loop counted {served.loop.wakeups_scheduled - before} wakeups "
+          "in wakeups_scheduled, expected 1")
+
+
+@pytest.mark.checkpoint("p04.cross_thread")
+def test_a_burst_of_callbacks_while_the_loop_is_busy_writes_the_waker_once(served):
+    gate = served.gate()  # the loop thread is inside a callback: the list is empty
+    ran = []
+    before = served.loop.wakeups_scheduled
+    for i in range(100):
+        served.loop.add_callback(ran.append, i)
+    burst = served.loop.wakeups_scheduled - before
+    gate.open()
+    served.call(lambda: None, what="after the burst")
+    check(burst != 0, "100 callbacks added from another thread to an empty list scheduled no "
+          "wakeup at all", pitfall="never_wake")
+    check(burst == 1, f"100 callbacks added from another thread while the loop was busy "
+          f"scheduled {burst} wakeups; only the first (the list was empty) needs one",
+          pitfall="wake_every_add")
+    check(ran == list(range(100)), f"the burst ran as {ran[:5]}... ({len(ran)} callbacks)")
+
+
+@pytest.mark.checkpoint("p04.cross_thread")
+def test_a_producer_that_looked_before_the_loop_drained_still_wakes_it(served):
+    """For each seam of add_callback where no lock of the loop is held, pause the producer
+    there while the loop drains the list and goes to sleep; the callback must still run."""
+    loop = served.loop
+    dry_run: list[int] = []
+    done = threading.Event()
+    traced = start_daemon(traced_call, loop, lambda: loop.add_callback(done.set),
+                          dry_run.append, name="producer")
+    join(traced, what="a traced add_callback")
+    if not done.wait(BOUND):
+        fail("a callback added from another thread did not run", pitfall="never_wake")
+    seams = len(dry_run)
+    for seam in range(1, seams + 1):
+        _asleep(served)
+        gate = served.gate()
+        first_ran, second_ran = threading.Event(), threading.Event()
+        loop.add_callback(first_ran.set)  # queued behind the gate
+
+        def pause_at(n: int, seam=seam, gate=gate, first_ran=first_ran) -> None:
+            if n != seam:
+                return
+            gate.open()  # the loop finishes its turn, runs first_ran.set, then sleeps
+            if first_ran.wait(BOUND):
+                served.wait_idle()
+
+        producer = start_daemon(traced_call, loop, lambda: loop.add_callback(second_ran.set),
+                                pause_at, name="producer")
+        join(producer, 3 * BOUND, what="add_callback paused at one of its seams")
+        gate.open()
+        if not second_ran.wait(BOUND):
+            fail(f"add_callback was paused before line {seam} of its unlocked lines while the "
+                 "loop drained the list and went to sleep; the callback it then added never "
+                 "ran: it decided 'the list is not empty, no wakeup needed' before taking the "
+                 "lock, and the loop emptied the list in between",
+                 pitfall="check_outside_lock")
+    note(f"{seams} unlocked seams of add_callback tried")
+
+
+@pytest.mark.checkpoint("p04.cross_thread")
+def test_four_threads_times_a_thousand_callbacks_all_run_in_each_thread_s_order(served):
+    threads, per_thread = 4, 1000
+    total = threads * per_thread
+    ran: list = []  # appended on the loop thread only
+    all_ran = threading.Event()
+    start = threading.Barrier(threads + 1)
+
+    def record(t, i):
+        ran.append((t, i))
+        if len(ran) == total:
+            all_ran.set()
+
+    def producer(t):
+        start.wait(BOUND)
+        for i in range(per_thread):
+            served.loop.add_callback(record, t, i)
+
+    _asleep(served)
+    before = served.loop.wakeups_scheduled
+    workers = [start_daemon(producer, t, name=f"producer-{t}") for t in range(threads)]
+    start.wait(BOUND)
+    for w in workers:
+        join(w, what="a producer's 1000 add_callback calls")
+    if not all_ran.wait(BOUND):
+        wakeups = served.loop.wakeups_scheduled - before
+        fail(f"only {len(ran)} of {total} callbacks had run {BOUND:g} s after the producers "
+             f"finished ({wakeups} wakeups scheduled): the loop sleeps with callbacks queued",
+             pitfall="never_wake" if wakeups == 0 else None)
+    wakeups = served.loop.wakeups_scheduled - before
+    for t in range(threads):
+        seq = [i for u, i in ran if u == t]
+        check(seq == list(range(per_thread)), f"thread {t}'s callbacks ran out of order")
+    check(len(ran) == total, f"{len(ran)} callbacks ran, expected {total}")
+    check(1 <= wakeups <= total // 4,
+          f"{total} callbacks from {threads} threads scheduled {wakeups} wakeups; a wakeup is "
+          "needed only when the list was empty", pitfall="wake_every_add")
+    note(f"{wakeups} wakeups for {total} callbacks")
+
+
+# -- add_callback on the loop thread -----------------------------------------------------------
+
+@pytest.mark.checkpoint("p04.loop_thread")
+def test_add_callback_on_the_loop_thread_never_writes_to_the_waker(served):
+    def on_loop():
+        before = served.loop.wakeups_scheduled
+        for _ in range(50):
+            served.loop.add_callback(lambda: None)
+        return served.loop.wakeups_scheduled - before
+
+    delta = served.call(on_loop, what="50 add_callback calls on the loop thread")
+    check(delta == 0, f"50 add_callback calls made on the loop thread counted {delta} waker "
+          "writes; the loop is awake, it will see the list before it sleeps",
+          pitfall="wake_every_add")
+
+
+@pytest.mark.checkpoint("p04.loop_thread")
+def test_a_callback_runs_on_the_loop_thread_after_add_callback_returns(served):
+    order = []
+
+    def on_loop():
+        served.loop.add_callback(lambda: order.append(("inner", threading.get_ident())))
+        order.append(("after add_callback", threading.get_ident()))
+
+    served.call(on_loop, what="add_callback inside a callback")
+    served.call(lambda: None, what="the next turn")
+    loop_thread = served.ident
+    check([name for name, _ in order] == ["after add_callback", "inner"],
+          f"order: {[name for name, _ in order]}: a callback never runs inside add_callback")
+    check(all(ident == loop_thread for _, ident in order), "a callback ran off the loop thread")
+
+
+@pytest.mark.checkpoint("p04.loop_thread")
+def test_callbacks_added_during_a_turn_wait_for_the_next_turn(api):
+    expect_events(api, "next_turn")
+
+
+@pytest.mark.checkpoint("p04.loop_thread")
+def test_add_future_calls_back_on_a_later_turn(api):
+    expect_events(api, "add_future")
+
+
+@pytest.mark.checkpoint("p04.loop_thread")
+def test_a_failing_callback_is_logged_and_the_loop_goes_on(api, logged):
+    expect_events(api, "failing_callback")
+    check(any(r.exc_info and isinstance(r.exc_info[1], RuntimeError) for r in logged),
+          "the failing callback's exception was not logged")
+
+
+# -- timeouts ---------------------------------------------------------------------------------------
+
+@pytest.mark.checkpoint("p04.timeouts")
+def test_timeouts_fire_in_deadline_order_and_a_removed_one_never_fires(api):
+    expect_events(api, "timeouts")
+
+
+@pytest.mark.checkpoint("p04.timeouts")
+def test_a_timeout_wakes_a_sleeping_loop_on_time_with_its_arguments(served):
+    fired = threading.Event()
+    got = []
+
+    def arm():
+        start = served.loop.time()
+        served.loop.call_later(0.2, lambda *a, **k: (got.append((a, k, served.loop.time()
+                                                                 - start)), fired.set()),
+                               1, 2, key="v")
+
+    served.call(arm, what="call_later(0.2, ...)")
+    if not fired.wait(BOUND):
+        fail(f"call_later(0.2, ...) had not fired after {BOUND:g} s: the loop must sleep "
+             "until the next deadline, not forever")
+    args, kwargs, elapsed = got[0]
+    check(args == (1, 2) and kwargs == {"key": "v"},
+          f"call_later passed args {args} kwargs {kwargs}, expected (1, 2) {{'key': 'v'}}")
+    check(0.19 <= elapsed <= 0.2 + 1.5, f"call_later(0.2) fired after {elapsed:.3f} s")
+    t1 = served.call(served.loop.time, what="time()")
+    t2 = served.call(served.loop.time, what="time()")
+    check(t2 >= t1, "IOLoop.time() went backwards")
