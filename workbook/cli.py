@@ -70,14 +70,15 @@ def cmd_check(problem_id: str, argv: list[str]) -> int:
             console.print(f"run {i + 1}/{args.repeat}…", end="\r")
         results.append(run_check(problem, target))
     last = results[-1]
-    if not (args.solution or args.pitfall):
+    learner = not (args.solution or args.pitfall)
+    if learner:
         _record(problem, last)
     if args.json:
         console.print_json(json.dumps(_json(results)))
     elif args.repeat > 1:
         console.print(render.repeat_view(results, problem))
     else:
-        console.print(render.result_view(last, problem))
+        console.print(render.result_view(last, problem, recorded=learner))
     return 0 if all(r.passed for r in results) else 1
 
 

@@ -23,7 +23,8 @@ def shown_path(path: str | Path) -> str:
         return str(path)
 
 
-def result_view(result: Result, problem: manifest.Problem) -> RenderableType:
+def result_view(result: Result, problem: manifest.Problem, *,
+                recorded: bool = False) -> RenderableType:
     """A learner's report: the checklist, then one focused diagnosis per failure."""
     head = Text.assemble((f"{problem.id.upper()} · {problem.title}", "bold"), "  ",
                          (shown_path(result.file), "cyan"))
@@ -36,7 +37,7 @@ def result_view(result: Result, problem: manifest.Problem) -> RenderableType:
             f"Fill in its TODOs, then run ./check.sh {problem.id} again.", style="yellow"))
     parts: list[RenderableType] = [head, checklist(result)]
     parts += [diagnosis(cp, problem) for cp in result.checkpoints if cp.status == "failed"]
-    parts.append(verdict(result, problem))
+    parts.append(verdict(result, problem, recorded=recorded))
     return Group(*parts)
 
 
@@ -73,14 +74,15 @@ def diagnosis(cp, problem: manifest.Problem) -> Panel:
     return Panel(body, title=f"✗ {cp.title}", title_align="left", border_style="red")
 
 
-def verdict(result: Result, problem: manifest.Problem) -> Text:
+def verdict(result: Result, problem: manifest.Problem, *, recorded: bool = False) -> Text:
     passed = sum(cp.status == "passed" for cp in result.checkpoints)
     tail = f" · {result.seconds:.1f}s"
     if result.incomplete:
         tail += " · the run did not finish"
     if result.passed:
-        return Text(f"All {len(problem.core)} core checkpoints passed{tail}. "
-                    f"{problem.id} is marked done.", style="bold green")
+        done = f" {problem.id} is marked done." if recorded else ""
+        return Text(f"All {len(problem.core)} core checkpoints passed{tail}.{done}",
+                    style="bold green")
     return Text(f"{passed}/{len(result.checkpoints)} checkpoints passed{tail}.", style="bold red")
 
 

@@ -209,9 +209,10 @@ def _checkpoint_status(cp: manifest.Checkpoint, runs: list[dict], expected: int 
                               seconds=round(sum(r.get("seconds", 0.0) for r in runs), 3))
     failed = [r for r in runs if r.get("outcome") == "failed"]
     missing = expected is None or len(runs) < expected
-    if failed:
-        result.message = failed[0].get("message")
-        result.pitfall = failed[0].get("pitfall")
+    if failed:  # the first diagnosis that names a pitfall is the most useful one
+        first = next((r for r in failed if r.get("pitfall")), failed[0])
+        result.message = first.get("message")
+        result.pitfall = first.get("pitfall")
     elif missing and not runs and expected is None and not killed:
         result.message = "no test checks this checkpoint (harness defect)"
     elif missing:

@@ -1,0 +1,42 @@
+"""Shared fixtures of the project's own tests."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from functools import lru_cache
+
+import pytest
+
+from workbook import ROOT, manifest
+from workbook.run import Result, run_check
+
+PROBLEMS = list(manifest.problems().values())
+
+
+def pitfall_cases():
+    return [pytest.param(p, pit, id=f"{p.id}-{pit.name}") for p in PROBLEMS for pit in p.pitfalls]
+
+
+def alternate_cases():
+    return [pytest.param(p, path, id=f"{p.id}-{path.stem}")
+            for p in PROBLEMS for path in sorted(p.alternates_dir.glob("*.py"))]
+
+
+@lru_cache(maxsize=None)
+def checked(problem_id: str, path: str) -> Result:
+    """Run (once per session) the acceptance set of ``problem_id`` against ``path``."""
+    return run_check(manifest.get(problem_id), path)
+
+
+@pytest.fixture(autouse=True)
+def private_progress(tmp_path, monkeypatch):
+    """Never touch the learner's real progress file."""
+    monkeypatch.setenv("WORKBOOK_PROGRESS", str(tmp_path / "progress.json"))
+
+
+def cli(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run ``python -m workbook ARGS`` the way check.sh does; capture its output."""
+    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "workbook", *args], cwd=ROOT, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)

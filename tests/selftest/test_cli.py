@@ -1,0 +1,163 @@
+"""The command line: every path, its output and its exit code."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from tests.selftest.conftest import cli
+from workbook import ROOT, manifest, progress
+
+P01 = manifest.get("p01")
+CHECKPOINT_KEYS = {"id", "title", "kind", "status", "seconds", "message", "pitfall"}
+
+
+def test_the_reference_check_exits_0_and_shows_a_checklist():
+    out = cli("p01", "--solution")
+    assert out.returncode == 0, out.stdout + out.stderr
+    for cp in P01.checkpoints:
+        assert cp.title in out.stdout
+    assert "✓" in out.stdout and "marked done" not in out.stdout
+
+
+def test_the_skeleton_check_exits_1_with_one_not_implemented_line():
+    out = cli("p01")
+    assert out.returncode == 1
+    lines = [line for line in out.stdout.splitlines() if line.strip()]
+    assert len(lines) == 2, out.stdout  # the header, then one line
+    assert "still the skeleton" in lines[1] and "not implemented" in lines[1]
+    assert "Traceback" not in out.stdout + out.stderr
+
+
+def test_json_report_follows_the_documented_schema():
+    out = cli("p01", "--solution", "--json")
+    doc = json.loads(out.stdout)
+    assert out.returncode == 0
+    assert {"problem", "file", "passed", "checkpoints"} <= set(doc)
+    assert doc["problem"] == "p01" and doc["passed"] is True
+    assert [cp["id"] for cp in doc["checkpoints"]] == [cp.id for cp in P01.checkpoints]
+    for cp in doc["checkpoints"]:
+        assert CHECKPOINT_KEYS <= set(cp)
+        assert cp["status"] == "passed" and cp["kind"] in ("core", "extension")
+        assert isinstance(cp["seconds"], float)
+
+
+def test_a_pitfall_check_exits_1_and_names_the_pitfall():
+    out = cli("p01", "--pitfall", "per_put_wakeup", "--json")
+    doc = json.loads(out.stdout)
+    assert out.returncode == 1 and doc["passed"] is False
+    assert "per_put_wakeup" in {cp["pitfall"] for cp in doc["checkpoints"]}
+    text = cli("p01", "--pitfall", "per_put_wakeup").stdout
+    assert "Looks like" in text and "hint level" in text
+
+
+def test_repeat_reports_runs_and_failed_runs():
+    out = cli("p01", "--solution", "--repeat", "2", "--json")
+    doc = json.loads(out.stdout)
+    assert out.returncode == 0 and doc["runs"] == 2 and doc["failed_runs"] == 0
+    out = cli("p01", "--pitfall", "single_drain", "--repeat", "2", "--json")
+    doc = json.loads(out.stdout)
+    assert out.returncode == 1 and doc["runs"] == 2 and doc["failed_runs"] == 2
+
+
+def test_a_syntax_error_is_one_line_with_file_and_line(tmp_path):
+    bad = tmp_path / "p01_output_sink.py"
+    bad.write_text("class OutputSink:\n    def put(self, item)\n        pass\n")
+    out = cli("p01", "--file", str(bad))
+    assert out.returncode == 1
+    assert f"syntax error at {bad}:2" in out.stdout.replace("\n", "")
+    assert "Traceback" not in out.stdout + out.stderr
+
+
+def test_an_import_time_exception_is_reported_with_its_line(tmp_path):
+    bad = tmp_path / "p01_output_sink.py"
+    bad.write_text("import no_such_module_here\n")
+    out = cli("p01", "--file", str(bad), "--json")
+    doc = json.loads(out.stdout)
+    assert out.returncode == 1 and "no_such_module_here" in doc["import_error"]
+    assert all(cp["status"] == "failed" for cp in doc["checkpoints"])
+
+
+def test_a_file_missing_a_name_fails_its_checkpoints_readably(tmp_path):
+    empty = tmp_path / "p01_output_sink.py"
+    empty.write_text("")
+    doc = json.loads(cli("p01", "--file", str(empty), "--json").stdout)
+    assert "AttributeError" in doc["checkpoints"][0]["message"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("p99",), "unknown problem"),
+    (("p01", "--file", "/no/such/file.py"), "no such file"),
+    (("p01", "--pitfall", "nope"), "no pitfall"),
+    (("p01", "--bogus"), "unrecognized arguments"),
+    (("p01", "--repeat", "0"), "--repeat"),
+    (("p01", "--solution", "--pitfall", "single_drain"), "not allowed"),
+    (("hint", "p99"), "unknown problem"),
+    (("hint", "p01", "4"), "invalid choice"),
+    (("book",), "required"),
+    (("list", "extra"), "takes no arguments"),
+    ((), "usage"),
+])
+def test_bad_input_is_a_usage_error_with_exit_2(args, needle):
+    out = cli(*args)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert needle in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_list_shows_every_problem():
+    out = cli("list")
+    assert out.returncode == 0
+    for p in manifest.problems().values():
+        assert p.id in out.stdout and p.title in out.stdout
+
+
+def test_hint_reveals_the_next_unseen_level_and_records_it(tmp_path):
+    env = {"WORKBOOK_PROGRESS": str(tmp_path / "progress.json")}
+    levels = []
+    for _ in range(4):
+        out = cli("hint", "p01", env=env)
+        assert out.returncode == 0
+        levels.append(next(n for n in (1, 2, 3) if f"hint level {n} of 3" in out.stdout))
+    assert levels == [1, 2, 3, 3]
+    out = cli("hint", "p01", "1", env=env)
+    assert "hint level 1 of 3" in out.stdout
+    status = cli("status", env=env)
+    assert status.returncode == 0 and "L3" in status.stdout
+
+
+def test_passing_the_learner_check_marks_the_problem_done(tmp_path):
+    env = {"WORKBOOK_PROGRESS": str(tmp_path / "progress.json")}
+    out = cli("p01", "--file", str(P01.solution_file), env=env)
+    assert out.returncode == 0 and "marked done" in out.stdout
+    data = json.loads((tmp_path / "progress.json").read_text())
+    assert data["problems"]["p01"]["done_at"]
+    assert "done" in cli("status", env=env).stdout
+
+
+def test_book_renders_the_chapter():
+    out = cli("book", "p01")
+    assert out.returncode == 0 and "Pitfalls" in out.stdout
+
+
+def test_selftest_help_is_reachable_from_check_sh():
+    out = subprocess.run([str(ROOT / "check.sh"), "--help"], capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0 and "selftest" in out.stdout
+
+
+def test_concurrent_progress_updates_are_not_lost(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBOOK_PROGRESS", str(tmp_path / "progress.json"))
+    code = ("import sys; from workbook import progress\n"
+            "for i in range(40): progress.record_hint(sys.argv[1], 1 + i % 3)\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code, pid], cwd=ROOT,
+                              env={**os.environ}) for pid in ("pa", "pb", "pc")]
+    assert [p.wait(120) for p in procs] == [0, 0, 0]
+    data = json.loads((tmp_path / "progress.json").read_text())
+    assert {k: v["hints_seen"] for k, v in data["problems"].items()} == {
+        "pa": 3, "pb": 3, "pc": 3}
+    assert progress.load()["problems"]["pa"]["hints_seen"] == 3
