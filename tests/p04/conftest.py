@@ -22,6 +22,14 @@ def served(impl):
     loop.close()
 
 
+@pytest.fixture
+def pumped(impl):
+    """Like ``served``, with a timeout every 20 ms: for checks that are not about wakeups."""
+    loop = ServedLoop(impl, pump=0.02)
+    yield loop
+    loop.close()
+
+
 class _Capture(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.ERROR)

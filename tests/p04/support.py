@@ -39,10 +39,19 @@ class ModuleApi:
 
 
 def run_scenario(api, scenario, **kwargs) -> tuple[list, Any]:
-    """Run one scenario of ``tests.p04.scenarios``; returns (events, main's result)."""
+    """Run one scenario of ``tests.p04.scenarios``; returns (events, main's result).
+
+    If main raises, the exception is recorded as the last event (so a wrong order is shown
+    next to the expected one) and the result is None."""
     events: list = []
     main = scenario(api, events.append)
-    result = api.run(main, what=f"the scenario '{scenario.__name__}'", **kwargs)
+    try:
+        result = api.run(main, what=f"the scenario '{scenario.__name__}'", **kwargs)
+    except (AssertionError, NotImplementedError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - becomes part of the recorded order
+        events.append(f"main raised {type(exc).__name__}: {exc}")
+        result = None
     return events, result
 
 
@@ -80,7 +89,9 @@ class ServedLoop:
     """A learner's IOLoop running ``start()`` in a daemon thread; the test thread is free to
     play the other threads, to gate the loop and to look at it."""
 
-    def __init__(self, impl) -> None:
+    def __init__(self, impl, *, pump: float | None = None) -> None:
+        """``pump``: seconds between turns forced by a self-re-arming timeout, so that a
+        check that is not about wakeups still runs on a loop that never wakes itself."""
         self.impl = impl
         self.loop = None
         created = threading.Event()
@@ -90,6 +101,10 @@ class ServedLoop:
             self.loop = impl.IOLoop.current()
             created.set()
             self.loop.add_callback(started.set)  # from the loop thread: runs once start() runs
+            if pump is not None:
+                def tick():
+                    self.loop.call_later(pump, tick)
+                self.loop.add_callback(tick)
             self.loop.start()
 
         self.thread: DaemonThread = start_daemon(body, name="ioloop")

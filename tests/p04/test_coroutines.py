@@ -47,7 +47,7 @@ def test_calling_a_coroutine_runs_it_to_its_first_yield_and_returns_a_future(imp
     def main():
         future = body()
         steps.append("call returned")
-        return future.done(), isinstance(future, impl.Future)
+        return future.done(), all(hasattr(future, m) for m in ("done", "result", "add_done_callback"))
 
     done, is_future = run_on_fresh_loop(impl, main, what="calling a coroutine")
     check(steps == ["body runs", "call returned"],
@@ -417,6 +417,30 @@ def _done(impl, value):
     return future
 
 
+def _resumption_diagnosis(impl) -> tuple[str, str] | None:
+    """Resume a generator after 50 done Futures; (message, pitfall) if the stack grows."""
+    seen = []
+
+    @impl.coroutine
+    def probe():
+        for i in range(50):
+            yield _done(impl, i)
+            seen.append(resumption_frames())
+
+    run_on_fresh_loop(impl, probe, what="50 done Futures")
+    depths = [d for d, _ in seen[1:]]
+    if len(set(depths)) <= 1:
+        return None
+    runs = [r for _, r in seen[1:]]
+    reentered = runs[-1] > runs[0]
+    return (f"after each done Future the generator was resumed from a deeper stack (depth "
+            f"{depths[0]} -> {depths[-1]} over {len(depths)} Futures)"
+            + ("; run() was entered again while it was still running: keep a running flag "
+               "and let the outer loop pick the result up" if reentered else
+               "; a done Future must be handled by the run() loop, not by a nested call"),
+            "no_running_guard" if reentered else "recursion_on_done")
+
+
 @pytest.mark.checkpoint("p04.no_recursion")
 def test_ten_thousand_done_futures_in_a_row_do_not_recurse(impl):
     @impl.coroutine
@@ -429,32 +453,17 @@ def test_ten_thousand_done_futures_in_a_row_do_not_recurse(impl):
     try:
         got = run_on_fresh_loop(impl, lambda: add_up(10_000), what="10 000 done Futures")
     except RecursionError:
-        fail("RecursionError after a run of done Futures: each one was resumed from a deeper "
-             "stack frame", pitfall="recursion_on_done")
+        message, pitfall = _resumption_diagnosis(impl) or ("", "recursion_on_done")
+        fail("RecursionError after a run of 10 000 done Futures"
+             + (f": {message}" if message else ""), pitfall=pitfall)
     check(got == sum(range(10_000)), f"the sum of 0..9999 came out as {got!r}")
 
 
 @pytest.mark.checkpoint("p04.no_recursion")
 def test_each_done_future_resumes_the_generator_from_the_same_stack_depth(impl):
-    seen = []
-
-    @impl.coroutine
-    def probe():
-        for i in range(50):
-            yield _done(impl, i)
-            seen.append(resumption_frames())
-
-    run_on_fresh_loop(impl, probe, what="50 done Futures")
-    depths = [d for d, _ in seen[1:]]
-    if len(set(depths)) > 1:
-        runs = [r for _, r in seen[1:]]
-        reentered = runs[-1] > runs[0]
-        fail(f"after each done Future the generator was resumed from a deeper stack "
-             f"(depth {depths[0]} -> {depths[-1]} over {len(depths)} Futures)"
-             + ("; run() was entered again while it was still running: keep a running flag "
-                "and let the outer loop pick the result up" if reentered else
-                "; a done Future must be handled by the run() loop, not by a nested call"),
-             pitfall="no_running_guard" if reentered else "recursion_on_done")
+    diagnosis = _resumption_diagnosis(impl)
+    if diagnosis is not None:
+        fail(diagnosis[0], pitfall=diagnosis[1])
 
 
 # -- run_sync --------------------------------------------------------------------------------------

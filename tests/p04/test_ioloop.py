@@ -14,6 +14,7 @@ import pytest
 
 from tests.p04.support import traced_call
 from tests.p04.test_coroutines import expect_events
+from tests.p04.support import run_on_fresh_loop
 from workbook.testkit import BOUND, check, fail, join, note, start_daemon
 
 
@@ -143,30 +144,30 @@ def test_four_threads_times_a_thousand_callbacks_all_run_in_each_thread_s_order(
 # -- add_callback on the loop thread -----------------------------------------------------------
 
 @pytest.mark.checkpoint("p04.loop_thread")
-def test_add_callback_on_the_loop_thread_never_writes_to_the_waker(served):
+def test_add_callback_on_the_loop_thread_never_writes_to_the_waker(pumped):
     def on_loop():
-        before = served.loop.wakeups_scheduled
+        before = pumped.loop.wakeups_scheduled
         for _ in range(50):
-            served.loop.add_callback(lambda: None)
-        return served.loop.wakeups_scheduled - before
+            pumped.loop.add_callback(lambda: None)
+        return pumped.loop.wakeups_scheduled - before
 
-    delta = served.call(on_loop, what="50 add_callback calls on the loop thread")
+    delta = pumped.call(on_loop, what="50 add_callback calls on the loop thread")
     check(delta == 0, f"50 add_callback calls made on the loop thread counted {delta} waker "
           "writes; the loop is awake, it will see the list before it sleeps",
           pitfall="wake_every_add")
 
 
 @pytest.mark.checkpoint("p04.loop_thread")
-def test_a_callback_runs_on_the_loop_thread_after_add_callback_returns(served):
+def test_a_callback_runs_on_the_loop_thread_after_add_callback_returns(pumped):
     order = []
 
     def on_loop():
-        served.loop.add_callback(lambda: order.append(("inner", threading.get_ident())))
+        pumped.loop.add_callback(lambda: order.append(("inner", threading.get_ident())))
         order.append(("after add_callback", threading.get_ident()))
 
-    served.call(on_loop, what="add_callback inside a callback")
-    served.call(lambda: None, what="the next turn")
-    loop_thread = served.ident
+    pumped.call(on_loop, what="add_callback inside a callback")
+    pumped.call(lambda: None, what="the next turn")
+    loop_thread = pumped.ident
     check([name for name, _ in order] == ["after add_callback", "inner"],
           f"order: {[name for name, _ in order]}: a callback never runs inside add_callback")
     check(all(ident == loop_thread for _, ident in order), "a callback ran off the loop thread")
@@ -197,24 +198,25 @@ def test_timeouts_fire_in_deadline_order_and_a_removed_one_never_fires(api):
 
 
 @pytest.mark.checkpoint("p04.timeouts")
-def test_a_timeout_wakes_a_sleeping_loop_on_time_with_its_arguments(served):
-    fired = threading.Event()
-    got = []
+def test_a_timeout_wakes_a_sleeping_loop_on_time_with_its_arguments(impl):
+    @impl.coroutine
+    def main():
+        loop = impl.IOLoop.current()
+        fired = impl.Future()
+        start = loop.time()
+        loop.call_later(0.2, lambda *a, **k: fired.set_result((a, k, loop.time() - start)),
+                        1, 2, key="v")
+        return (yield fired)  # nothing else to do: the loop sleeps until the deadline
 
-    def arm():
-        start = served.loop.time()
-        served.loop.call_later(0.2, lambda *a, **k: (got.append((a, k, served.loop.time()
-                                                                 - start)), fired.set()),
-                               1, 2, key="v")
-
-    served.call(arm, what="call_later(0.2, ...)")
-    if not fired.wait(BOUND):
-        fail(f"call_later(0.2, ...) had not fired after {BOUND:g} s: the loop must sleep "
-             "until the next deadline, not forever")
-    args, kwargs, elapsed = got[0]
+    args, kwargs, elapsed = run_on_fresh_loop(
+        impl, main, what="call_later(0.2, ...) on an otherwise idle loop")
     check(args == (1, 2) and kwargs == {"key": "v"},
           f"call_later passed args {args} kwargs {kwargs}, expected (1, 2) {{'key': 'v'}}")
     check(0.19 <= elapsed <= 0.2 + 1.5, f"call_later(0.2) fired after {elapsed:.3f} s")
-    t1 = served.call(served.loop.time, what="time()")
-    t2 = served.call(served.loop.time, what="time()")
+
+
+@pytest.mark.checkpoint("p04.timeouts")
+def test_the_loop_clock_is_monotonic(pumped):
+    t1 = pumped.call(pumped.loop.time, what="time()")
+    t2 = pumped.call(pumped.loop.time, what="time()")
     check(t2 >= t1, "IOLoop.time() went backwards")
