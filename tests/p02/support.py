@@ -251,6 +251,7 @@ class Run:
 
     def __init__(self, impl, spy: SelectorSpy, dials, control, timeout=None) -> None:
         self.returned_at: float | None = None
+        self.done = False  # set (under spy.cond) the moment run() returns or raises
 
         def target():
             try:
@@ -258,13 +259,15 @@ class Run:
             finally:
                 self.returned_at = time.perf_counter()
                 with spy.cond:  # lets spy.wait_for(...) notice that run has finished
+                    self.done = True
                     spy.cond.notify_all()
 
         self.thread: DaemonThread = start_daemon(target, name="p02-run")
 
     @property
     def alive(self) -> bool:
-        return self.thread.is_alive()
+        """run() has not returned or raised yet (the thread may still be finishing)."""
+        return not self.done
 
     def result(self, timeout: float = BOUND, *, what: str = "run()",
                pitfall: str | None = None):
@@ -330,9 +333,36 @@ class Harness:
                  f"(select calls started {snap['entered']}, finished {snap['returned']}, "
                  f"still registered {len(snap['registered'])})")
         if not r.alive:
-            r.result(0)  # re-raises what run raised (e.g. NotImplementedError)
+            r.result()  # re-raises what run raised (e.g. NotImplementedError)
             self.spy.require_selector()
             fail(f"run() returned before {what}")
+
+    def cancel(self, r: Run, control, *, what: str = "run() after request_stop()"):
+        """Press Cancel from this thread (not the loop's) and return run()'s results."""
+        with self.spy.cond:
+            returned_before = self.spy.returned
+        control.request_stop()
+        return self.after_cancel(r, returned_before, what=what)
+
+    def after_cancel(self, r: Run, returned_before: int, *, what: str):
+        """run()'s results once it returns; if it does not, fail with what the selector saw:
+        a select() that never woke points at a missing byte, a loop that woke and went back
+        to sleep points at a byte that arrived before the state."""
+        r.thread.join(CANCEL_BOUND)
+        if r.thread.is_alive():
+            with self.spy.cond:
+                woke = self.spy.returned > returned_before
+                asleep_again = self.spy.entered > self.spy.returned
+            if not woke:
+                fail(f"{what}: run() did not return within {CANCEL_BOUND:g} s; its select() "
+                     "never woke up, because nothing it waits on became ready (no byte on "
+                     "the control?)", pitfall="flag_only")
+            if asleep_again:
+                fail(f"{what}: the loop woke up, then went back to sleep in select() without "
+                     "seeing the stop: the state was not there yet when the byte arrived",
+                     pitfall="notify_before_state")
+            fail(f"{what}: run() did not return within {CANCEL_BOUND:g} s")
+        return r.result(what=what)
 
     def all_sockets(self, control) -> list[Any]:
         return [s for s in self.sockets] + [control.reader, control.writer]
@@ -355,7 +385,7 @@ class Harness:
                 pass
         for r in self.runs:
             r.thread.join(0.5)
-            if r.alive:
+            if r.thread.is_alive():
                 interrupt_thread(r.thread)
                 r.thread.join(0.5)
         for c, reader, writer in self.controls:

@@ -159,8 +159,7 @@ def test_a_notification_byte_without_the_stop_state_does_not_end_the_run(h, net,
           f"after one stray byte the loop called select() {spy.entered} times: drain() the "
           "control reader once per wakeup")
     check(r.alive, "run() returned after a notification without the stop state")
-    control.request_stop()
-    results = r.result(CANCEL_BOUND, what="run() after request_stop()", pitfall="flag_only")
+    results = h.cancel(r, control)
     check([x.status for x in results] == ["cancelled"],
           f"expected the pending dial 'cancelled', got {[x.status for x in results]}")
     h.check_no_leak("a cancelled run")
@@ -224,7 +223,7 @@ def test_eof_on_the_control_makes_run_raise_connection_error_and_close_everythin
         fail(f"after EOF on the control the loop called select() {spy.entered} times and "
              "kept going: EOF read as 'nothing there' leaves the socket readable forever",
              pitfall="eof_as_empty")
-    err = r.error(0)
+    err = r.error()
     check(isinstance(err, ConnectionError),
           "run() must raise ConnectionError when the control reaches EOF; it "
           + ("returned normally" if err is None else f"raised {err!r}"),

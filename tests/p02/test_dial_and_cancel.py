@@ -9,7 +9,7 @@ import pytest
 
 from workbook.testkit import check, note
 
-from tests.p02.support import CANCEL_BOUND, is_closed
+from tests.p02.support import is_closed
 
 
 def _statuses(results) -> list[tuple[str, str]]:
@@ -75,9 +75,8 @@ def test_a_cancel_from_another_thread_marks_pending_dials_cancelled_and_keeps_fi
     r = h.start(dials, control)
     h.wait_blocked(r, pending=2, what="the two quick dials have finished and the loop sleeps "
                                       "in select() waiting for the third")
-    control.request_stop()  # from the test thread: not the loop's thread
-    results = r.result(CANCEL_BOUND, what="run() after request_stop() from another thread",
-                       pitfall="flag_only")
+    # From the test thread, not the loop's thread:
+    results = h.cancel(r, control, what="run() after request_stop() from another thread")
     got = _statuses(results)
     check(got[:2] == [("up", "connected"), ("down", "failed")],
           f"dials that finished before the cancel keep their status; got {got}",
@@ -101,9 +100,7 @@ def test_cancel_latency_over_twenty_cancels_is_milliseconds(h, net, spy):
         r = h.start([stuck], control)
         h.wait_blocked(r, selects=selects_so_far + 1)
         t0 = time.perf_counter()
-        control.request_stop()
-        results = r.result(CANCEL_BOUND, what=f"run() after cancel #{i + 1}",
-                           pitfall="flag_only")
+        results = h.cancel(r, control, what=f"run() after cancel #{i + 1}")
         check(_statuses(results) == [(f"stuck-{i}", "cancelled")],
               f"cancel #{i + 1}: expected the pending dial 'cancelled', got "
               f"{_statuses(results)}", pitfall="cancelled_mislabelled")

@@ -43,8 +43,7 @@ def test_after_a_cancel_every_socket_and_the_selector_are_closed_each_unregister
     control = h.control()
     r = h.start(dials, control)
     h.wait_blocked(r, pending=3)
-    control.request_stop()
-    r.result(CANCEL_BOUND, what="run() after request_stop()", pitfall="flag_only")
+    h.cancel(r, control)
     _check_released(h, spy, control, "a cancelled run", open_pitfall="cancelled_left_open")
 
 
@@ -189,8 +188,7 @@ def test_request_stop_after_a_cancelled_run_raises_runtime_error(h, net):
     control = h.control()
     r = h.start([h.dial("stuck", net.pending)], control)
     h.wait_blocked(r)
-    control.request_stop()
-    r.result(CANCEL_BOUND, what="run() after request_stop()", pitfall="flag_only")
+    h.cancel(r, control)
     _expect_runtime_error(control, "a cancelled run() returned")
 
 
@@ -201,6 +199,7 @@ def test_three_presses_from_three_threads_make_one_clean_cancel(h, net, spy):
     r = h.start(dials, control)
     h.wait_blocked(r, pending=2)
     selects_before = spy.entered
+    returned_before = spy.returned
     # Hold the loop right after its select() returns, so all three presses land while run()
     # still owns the channel (a late press after run() returned would rightly raise).
     spy.gate.clear()
@@ -220,7 +219,7 @@ def test_three_presses_from_three_threads_make_one_clean_cancel(h, net, spy):
                 raise t.error
             fail(f"a press while run() was waking raised {t.error!r}")
     spy.gate.set()
-    results = r.result(CANCEL_BOUND, what="run() after three presses", pitfall="flag_only")
+    results = h.after_cancel(r, returned_before, what="run() after three presses")
     got = [(x.name, x.status) for x in results]
     check(got == [("up", "connected"), ("stuck", "cancelled")],
           f"expected up 'connected' and stuck 'cancelled', got {got}")
@@ -263,8 +262,7 @@ def test_with_no_deadline_the_idle_loop_waits_without_a_timeout_and_does_not_wak
     check(spy.entered == 1,
           f"the idle loop called select() {spy.entered} times in 0.3 s with nothing ready",
           pitfall="short_timeout_polling")
-    control.request_stop()
-    r.result(CANCEL_BOUND, what="run() after request_stop()", pitfall="flag_only")
+    h.cancel(r, control)
 
 
 @pytest.mark.checkpoint("p02.no_polling")
@@ -276,5 +274,4 @@ def test_with_a_deadline_the_loop_sleeps_for_the_remaining_time_in_one_wait(h, n
     check(first is not None and first > 20,
           f"run(timeout=30) called select(timeout={first!r}): wait for what is left of the "
           "deadline, not in short slices", pitfall="short_timeout_polling")
-    control.request_stop()
-    r.result(CANCEL_BOUND, what="run() after request_stop()", pitfall="flag_only")
+    h.cancel(r, control)
