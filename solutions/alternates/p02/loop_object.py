@@ -116,16 +116,18 @@ class _Loop:
         self.sel.register(self.control.reader, selectors.EVENT_READ)
         for i, d in enumerate(self.dials):
             self.sel.register(d.sock, selectors.EVENT_WRITE, i)
+        label = "unused"
         while len(self.done) < len(self.dials):
+            if self.control.stop_requested:
+                label = "cancelled"
+                break
+            self.wait_once()  # at least one look, even with timeout=0
             if self.control.stop_requested:
                 label = "cancelled"
                 break
             if self.deadline is not None and time.monotonic() >= self.deadline:
                 label = "timeout"
                 break
-            self.wait_once()
-        else:
-            label = "unused"
         return [self.done.get(i, DialResult(d.name, label)) for i, d in enumerate(self.dials)]
 
     def release(self) -> None:
