@@ -1,0 +1,219 @@
+"""P04 · Tornado-style coroutines — Future, IOLoop, Runner.
+
+Your task: rebuild the machinery behind tornado's generator coroutines.
+
+* ``Future`` -- a result that is not there yet; callbacks run when it completes.
+* ``IOLoop`` -- one thread's event loop: each turn runs the callbacks queued so far, then the
+  due timeouts, then sleeps in ``select()`` until a deadline or a byte on the waker.
+  ``add_callback`` is the one method other threads may call.
+* ``coroutine`` and ``_Runner`` -- the trampoline: resume the generator with ``send`` (or
+  ``throw``) whenever the Future it yielded is done.
+
+Run ``./check.sh p04`` to check, ``./check.sh hint p04`` when stuck,
+``./check.sh book p04`` for the chapter.  Work in this order: Future, IOLoop, coroutine.
+"""
+from __future__ import annotations
+
+import functools
+import heapq
+import itertools
+import logging
+import selectors
+import socket
+import threading
+import time
+import types
+
+log = logging.getLogger(__name__)
+
+
+class InvalidStateError(RuntimeError):
+    """A Future was asked for a result it does not have yet, or was completed twice."""
+
+
+class BadYieldError(TypeError):
+    """A coroutine yielded something the Runner cannot wait for."""
+
+
+class Return(Exception):
+    """``raise Return(value)``: the pre-PEP 380 way for a generator to return a value."""
+
+    def __init__(self, value=None):
+        super().__init__(value)
+        self.value = value
+
+
+# -- Future ---------------------------------------------------------------------------------
+
+class Future:
+    """A result that is not there yet.  Not thread-safe: complete it on the loop thread."""
+
+    def __init__(self):
+        self._done = False
+        self._result = None
+        self._exception: BaseException | None = None
+        self._callbacks: list | None = []
+
+    def done(self) -> bool:
+        """True once a result or an exception has been set."""
+        raise NotImplementedError  # TODO
+
+    def result(self):
+        """The value, or raise the stored exception; InvalidStateError if not done."""
+        raise NotImplementedError  # TODO
+
+    def exception(self) -> BaseException | None:
+        """The stored exception or None; InvalidStateError if not done."""
+        raise NotImplementedError  # TODO
+
+    def add_done_callback(self, fn) -> None:
+        """Call ``fn(self)`` when the Future completes -- immediately if it already has."""
+        raise NotImplementedError  # TODO
+
+    def set_result(self, value) -> None:
+        """Complete with ``value``; InvalidStateError if already done.
+
+        Runs the callbacks once each, in registration order.  A callback that raises is
+        logged (``log.exception``) and the others still run.  Then drop the list."""
+        raise NotImplementedError  # TODO
+
+    def set_exception(self, exc: BaseException) -> None:
+        """Complete with ``exc``; otherwise exactly like set_result."""
+        raise NotImplementedError  # TODO
+
+
+# -- IOLoop ---------------------------------------------------------------------------------
+
+_current = threading.local()  # .loop: the IOLoop of the calling thread
+
+
+class IOLoop:
+    """One thread's event loop.
+
+    Attributes:
+        wakeups_scheduled: the number of waker writes made by ``add_callback``.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # TODO: say what it guards
+        self._callbacks: list = []
+        self._closed = False
+        self.wakeups_scheduled = 0
+        self._timeouts: list = []  # a heap; see heapq
+        self._sequence = itertools.count()
+        # Sleep in self._selector.select(timeout) -- the tests look for a selectors select().
+        self._selector = selectors.DefaultSelector()
+        self._waker_r, self._waker_w = socket.socketpair()
+        self._waker_r.setblocking(False)
+        self._waker_w.setblocking(False)
+        self._selector.register(self._waker_r, selectors.EVENT_READ)
+        self._thread_ident = threading.get_ident()
+        self._running = False
+        self._stopped = False
+        # TODO: anything else your loop needs
+
+    @staticmethod
+    def current() -> "IOLoop":
+        """The calling thread's loop, created on first use (see ``_current``)."""
+        raise NotImplementedError  # TODO
+
+    def time(self) -> float:
+        """The loop's clock: monotonic seconds."""
+        raise NotImplementedError  # TODO
+
+    def add_callback(self, callback, *args, **kwargs) -> None:
+        """Run ``callback(*args, **kwargs)`` on the loop thread, on a later turn.
+
+        Thread-safe; never runs the callback itself.  A caller on another thread writes one
+        byte to the waker (non-blocking) only when the list was empty -- decided and
+        appended under one lock -- and counts it in ``wakeups_scheduled``.  A caller on the
+        loop thread never writes to the waker.
+        """
+        raise NotImplementedError  # TODO
+
+    def add_future(self, future: Future, callback) -> None:
+        """When ``future`` is done, schedule ``callback(future)`` with add_callback."""
+        raise NotImplementedError  # TODO
+
+    def call_later(self, delay: float, callback, *args, **kwargs) -> object:
+        """Run the callback after ``delay`` seconds (loop thread only); returns a handle."""
+        raise NotImplementedError  # TODO
+
+    def remove_timeout(self, handle: object) -> None:
+        """Cancel a timeout made by call_later (if it has not fired yet)."""
+        raise NotImplementedError  # TODO
+
+    def start(self) -> None:
+        """Run turns until stop().  One turn:
+
+        1. run the callbacks that were queued when the turn began (ones they add wait for
+           the next turn);
+        2. run the timeouts that are due;
+        3. sleep in the selector: 0 if callbacks are pending, else until the next deadline,
+           else forever -- and read what the waker received.
+        A callback that raises is logged; the loop goes on.
+        """
+        raise NotImplementedError  # TODO
+
+    def stop(self) -> None:
+        """Make start() return after the current turn (wake the loop if called elsewhere)."""
+        raise NotImplementedError  # TODO
+
+    def run_sync(self, func, timeout: float | None = None):
+        """Start the loop, call ``func()`` on it, stop when its Future is done.
+
+        ``func`` is a coroutine function or a plain function.  Returns the result or raises
+        the exception; raises ``TimeoutError`` if ``timeout`` seconds pass first."""
+        raise NotImplementedError  # TODO
+
+    def close(self) -> None:
+        """Release the selector and the waker sockets."""
+        raise NotImplementedError  # TODO
+
+
+# -- coroutine and the Runner ------------------------------------------------------------------
+
+class _Moment:
+    def __repr__(self) -> str:
+        return "moment"
+
+
+moment = _Moment()  # `yield moment`: let the callbacks already queued run first
+
+
+def coroutine(func):
+    """Decorator.  Calling the decorated function returns a Future.
+
+    A generator runs synchronously up to its first yield, then a _Runner drives it.  Its
+    ``return v`` / ``raise Return(v)`` sets the result; an uncaught exception sets the
+    exception.  A plain function's return value (or exception) goes into the Future.
+    """
+    raise NotImplementedError  # TODO
+
+
+class _Runner:
+    """Drives one generator: resumes it each time the Future it yielded is done."""
+
+    def __init__(self, gen, result_future: Future, first_yielded) -> None:
+        self.gen = gen
+        self.result_future = result_future
+        self.io_loop = IOLoop.current()
+        self.future: Future | None = None
+        self.running = False
+        self.finished = False
+        # TODO: start waiting for first_yielded
+
+    def run(self) -> None:
+        """Resume the generator for as long as the Future it waits for is already done.
+
+        A loop, not recursion: 10 000 done Futures in a row must not grow the stack.  Guard
+        against re-entry with ``running``."""
+        raise NotImplementedError  # TODO
+
+    def _wait_for(self, yielded) -> None:
+        """Arrange for run() to be called once ``yielded`` is ready.
+
+        Future: when done (add_future).  ``moment`` or None: on the next turn.  A list or
+        dict of Futures: when all are done (results in the same shape and order; the first
+        failure propagates).  Anything else: BadYieldError, thrown into the generator."""
+        raise NotImplementedError  # TODO

@@ -1,0 +1,359 @@
+"""P04, written differently: shaped like tornado 6's own code.
+
+Differences from the reference: the Runner's handle_yield() returns True when the Future is
+already done and run() loops on that (tornado 6's shape); the loop keeps its callbacks in a
+deque and runs a counted snapshot of it; timeouts live in a sorted list; the waker is an
+os.pipe(); the lock is an RLock; a multi fills a pre-sized result list by position.
+"""
+from __future__ import annotations
+
+import bisect
+import collections
+import functools
+import itertools
+import logging
+import os
+import selectors
+import threading
+import time
+import types
+
+app_log = logging.getLogger("p04.alternate")
+
+
+class InvalidStateError(RuntimeError):
+    pass
+
+
+class BadYieldError(TypeError):
+    pass
+
+
+class Return(Exception):
+    def __init__(self, value=None):
+        super().__init__(value)
+        self.value = value
+
+
+_PENDING, _FINISHED = "pending", "finished"
+
+
+class Future:
+    def __init__(self):
+        self._state = _PENDING
+        self._value = None
+        self._error = None
+        self._waiters = collections.deque()
+
+    def done(self):
+        return self._state == _FINISHED
+
+    def _check(self):
+        if self._state == _PENDING:
+            raise InvalidStateError("Future is pending")
+
+    def result(self):
+        self._check()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+    def exception(self):
+        self._check()
+        return self._error
+
+    def add_done_callback(self, fn):
+        if self._state == _FINISHED:
+            fn(self)
+        else:
+            self._waiters.append(fn)
+
+    def set_result(self, value):
+        self._settle(value=value)
+
+    def set_exception(self, exc):
+        self._settle(error=exc)
+
+    def _settle(self, value=None, error=None):
+        if self._state == _FINISHED:
+            raise InvalidStateError("Future already finished")
+        self._state, self._value, self._error = _FINISHED, value, error
+        while self._waiters:
+            fn = self._waiters.popleft()
+            try:
+                fn(self)
+            except Exception:
+                app_log.exception("done callback %r failed", fn)
+
+
+_local = threading.local()
+
+
+class IOLoop:
+    def __init__(self):
+        self._mutex = threading.RLock()  # guards _queue, _closing, wakeups_scheduled
+        self._queue = collections.deque()
+        self._closing = False
+        self.wakeups_scheduled = 0
+        self._timers = []  # sorted list of [deadline, seq, callback-or-None]
+        self._counter = itertools.count()
+        self._read_fd, self._write_fd = os.pipe()
+        os.set_blocking(self._read_fd, False)
+        os.set_blocking(self._write_fd, False)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._read_fd, selectors.EVENT_READ)
+        self._owner = threading.get_ident()
+        self._stop_requested = False
+
+    @staticmethod
+    def current():
+        if getattr(_local, "instance", None) is None:
+            _local.instance = IOLoop()
+        return _local.instance
+
+    def time(self):
+        return time.monotonic()
+
+    def add_callback(self, callback, *args, **kwargs):
+        call = functools.partial(callback, *args, **kwargs)
+        with self._mutex:
+            if self._closing:
+                raise RuntimeError("IOLoop is closing")
+            was_empty = len(self._queue) == 0
+            self._queue.append(call)
+            if was_empty and threading.get_ident() != self._owner:
+                self.wakeups_scheduled += 1
+                try:
+                    os.write(self._write_fd, b"w")
+                except BlockingIOError:
+                    pass
+
+    def add_future(self, future, callback):
+        future.add_done_callback(lambda f: self.add_callback(callback, f))
+
+    def call_later(self, delay, callback, *args, **kwargs):
+        entry = [self.time() + delay, next(self._counter),
+                 functools.partial(callback, *args, **kwargs)]
+        bisect.insort(self._timers, entry)
+        return entry
+
+    def remove_timeout(self, handle):
+        handle[2] = None
+
+    def _safely(self, call):
+        try:
+            call()
+        except Exception:
+            app_log.exception("callback %r failed", call)
+
+    def start(self):
+        self._owner = threading.get_ident()
+        while not self._stop_requested:
+            with self._mutex:
+                count = len(self._queue)
+            for _ in range(count):  # only what was there when the turn began
+                with self._mutex:
+                    call = self._queue.popleft()
+                self._safely(call)
+            now = self.time()
+            due = 0
+            while due < len(self._timers) and self._timers[due][0] <= now:
+                due += 1
+            fired, self._timers = self._timers[:due], self._timers[due:]
+            for _deadline, _seq, call in fired:
+                if call is not None:
+                    self._safely(call)
+            if self._stop_requested:
+                break
+            if self._queue:
+                timeout = 0
+            elif self._timers:
+                timeout = max(0.0, self._timers[0][0] - self.time())
+            else:
+                timeout = None
+            if self._selector.select(timeout):
+                try:
+                    os.read(self._read_fd, 1024)
+                except BlockingIOError:
+                    pass
+        self._stop_requested = False
+
+    def stop(self):
+        self._stop_requested = True
+        if threading.get_ident() != self._owner:
+            with self._mutex:
+                if not self._closing:
+                    try:
+                        os.write(self._write_fd, b"s")
+                    except BlockingIOError:
+                        pass
+
+    def run_sync(self, func, timeout=None):
+        holder = {}
+
+        def go():
+            try:
+                out = func()
+            except Exception as e:
+                out = Future()
+                out.set_exception(e)
+            if not isinstance(out, Future):
+                f = Future()
+                f.set_result(out)
+                out = f
+            holder["future"] = out
+            self.add_future(out, lambda f: self.stop())
+
+        self.add_callback(go)
+        timer = None if timeout is None else self.call_later(timeout, self.stop)
+        self.start()
+        if timer is not None:
+            self.remove_timeout(timer)
+        future = holder.get("future")
+        if future is None or not future.done():
+            raise TimeoutError("timed out")
+        return future.result()
+
+    def close(self):
+        with self._mutex:
+            self._closing = True
+        self._selector.close()
+        os.close(self._read_fd)
+        os.close(self._write_fd)
+        if getattr(_local, "instance", None) is self:
+            _local.instance = None
+
+
+class _Moment:
+    pass
+
+
+moment = _Moment()
+
+
+def coroutine(func):
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        future = Future()
+        try:
+            result = func(*args, **kwargs)
+        except (Return, StopIteration) as e:
+            future.set_result(getattr(e, "value", None))
+            return future
+        except Exception as e:
+            future.set_exception(e)
+            return future
+        if not isinstance(result, types.GeneratorType):
+            future.set_result(result)
+            return future
+        try:
+            yielded = result.send(None)
+        except (Return, StopIteration) as e:
+            future.set_result(getattr(e, "value", None))
+        except Exception as e:
+            future.set_exception(e)
+        else:
+            Runner(result, future, yielded)
+        return future
+
+    return wrapper
+
+
+def _convert(yielded):
+    if isinstance(yielded, Future):
+        return yielded
+    if isinstance(yielded, (list, dict)):
+        return _multi(yielded)
+    raise BadYieldError("yielded unknown object %r" % (yielded,))
+
+
+def _multi(children):
+    is_dict = isinstance(children, dict)
+    keys = list(children.keys()) if is_dict else None
+    futures = list(children.values()) if is_dict else list(children)
+    if any(not isinstance(f, Future) for f in futures):
+        raise BadYieldError("a multi may only hold Futures")
+    out = Future()
+    slots = [None] * len(futures)
+    left = [len(futures)]
+
+    def make_callback(position):
+        def callback(child):
+            if out.done():
+                return
+            if child.exception() is not None:
+                out.set_exception(child.exception())
+                return
+            slots[position] = child.result()
+            left[0] -= 1
+            if left[0] == 0:
+                out.set_result(dict(zip(keys, slots)) if is_dict else slots)
+        return callback
+
+    if not futures:
+        out.set_result({} if is_dict else [])
+    for position, f in enumerate(futures):
+        f.add_done_callback(make_callback(position))
+    return out
+
+
+class Runner:
+    def __init__(self, gen, result_future, first_yielded):
+        self.gen = gen
+        self.result_future = result_future
+        self.future = None
+        self.running = False
+        self.finished = False
+        self.io_loop = IOLoop.current()
+        if self.handle_yield(first_yielded):
+            self.run()
+
+    def run(self):
+        if self.running or self.finished:
+            return
+        try:
+            self.running = True
+            while True:
+                future = self.future
+                if not future.done():
+                    return
+                self.future = None
+                try:
+                    error = future.exception()
+                    if error is not None:
+                        yielded = self.gen.throw(error)
+                    else:
+                        yielded = self.gen.send(future.result())
+                except (StopIteration, Return) as e:
+                    self.finished = True
+                    self.result_future.set_result(getattr(e, "value", None))
+                    return
+                except Exception as e:
+                    self.finished = True
+                    self.result_future.set_exception(e)
+                    return
+                if not self.handle_yield(yielded):
+                    return
+        finally:
+            self.running = False
+
+    def handle_yield(self, yielded):
+        if yielded is None or yielded is moment:
+            self.future = Future()
+            ticket = self.future
+
+            def after_moment():
+                ticket.set_result(None)
+                self.run()
+
+            self.io_loop.add_callback(after_moment)
+            return False
+        try:
+            self.future = _convert(yielded)
+        except BadYieldError as e:
+            self.future = Future()
+            self.future.set_exception(e)
+        if not self.future.done():
+            self.io_loop.add_future(self.future, lambda f: self.run())
+            return False
+        return True
