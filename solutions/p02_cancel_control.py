@@ -60,8 +60,10 @@ class Control:
         with self._lock:
             if self._closed:
                 raise RuntimeError("request_stop() after run() has finished with this Control")
-            # State first: the loop may wake the instant the byte arrives, and it must then
-            # find the flag already set -- otherwise it goes back to sleep for good.
+            # Invariant: while run() is live and a stop is requested, either the loop is awake
+            # (it reads the flag before it sleeps again) or an unread byte sits in the reader.
+            # State first keeps it true: the loop may wake the instant the byte arrives, and
+            # it must then find the flag already set -- otherwise it goes back to sleep for good.
             self._stop.set()
             try:
                 self.writer.send(b"Q")
@@ -147,6 +149,8 @@ def run(dials: Sequence[Dial], control: Control,
         for d in dials:
             sel.register(d.sock, selectors.EVENT_WRITE, d)
         # Invariant: a dial is registered in sel  <=>  it has no result yet.
+        # The flag is read before the first wait too: a stop requested before run() began
+        # returns at once, every dial "cancelled".
         while len(results) < len(dials) and not control.stop_requested:
             wait = None if deadline is None else max(0.0, deadline - time.monotonic())
             # The only place the loop sleeps: it wakes for a finished connect or a
