@@ -1,0 +1,467 @@
+"""Benchmarks: what each design costs, measured side by side in one run.
+
+``./check.sh bench pNN [--file PATH] [--json] [--quick] [--reps N]`` runs the module
+``workbook.bench.pNN``.  Each module describes a few *cases* (one scenario each, such as
+"4 producers -> 1 consumer") and the *designs* to run through them: the reference
+solution, the learner's file, wrong-but-working variants from ``solutions/pitfalls/``
+and real libraries ("peers").  This package does the rest the same way for every problem:
+
+* alternating runs: every repetition measures every design once, in a rotated order,
+  so a burst of load on the machine lands on all of them rather than on one;
+* several repetitions; the figure shown is the median, the spread (half the min-max
+  range, as a percentage of the median) says how much the repetitions disagreed;
+* ratios against the reference, taken from medians of the same run;
+* a missing peer library, a learner file that is still the skeleton, or a design that
+  hangs is reported in its row and the run goes on;
+* a rich table, or with ``--json`` one JSON document.
+
+A benchmark is not a test: nothing here passes or fails on time.  Figures depend on the
+machine and on its load; ratios measured in one run are what to compare.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import itertools
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from workbook import ROOT, manifest, testkit
+from workbook.run import UsageError
+
+#: Seconds after which one measurement counts as hung (its design is then dropped).
+#: Generous: a measurement takes well under a second, but the box may be heavily loaded.
+LIMIT = max(4 * testkit.BOUND, 10.0)
+
+#: Row kinds, in the order rows are listed.
+KINDS = ("reference", "yours", "design", "pitfall", "peer")
+
+
+class Missing(Exception):
+    """A design cannot be measured here (an optional peer library is not installed)."""
+
+
+class Hung(Exception):
+    """A measurement did not finish within ``LIMIT`` seconds."""
+
+
+# -- loading files and peers ----------------------------------------------------------------
+
+_loaded = itertools.count()
+
+
+def load_file(path: str | Path) -> Any:
+    """Import a learner, reference, pitfall or alternate file as a fresh module.
+
+    Each call gives a new module object (its own globals), so two designs never share
+    state.  Pitfall files import ``solutions.*``: the repository root goes on sys.path."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    path = Path(path).resolve()
+    name = f"_bench_{path.stem}_{next(_loaded)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the class is built
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def need(package: str) -> Any:
+    """Import an optional peer library, or raise ``Missing`` saying how to get it."""
+    try:
+        return importlib.import_module(package)
+    except ImportError as exc:
+        raise Missing(f"{package} is not installed ({exc.__class__.__name__}); "
+                      f"it comes with the bench extra: pip install -e '.[bench]'") from None
+
+
+# -- what a benchmark module declares ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class Metric:
+    """One column: a figure computed from what each repetition returned.
+
+    ``source`` names the key a measurement returns.  A float per repetition gives the
+    median over repetitions; a list of samples per repetition (latencies) is pooled, and
+    ``stat`` ("median" or "p99") is taken over the pool."""
+
+    key: str
+    label: str
+    unit: str
+    better: str  # "higher" | "lower"
+    source: str = ""
+    stat: str = "median"
+    scale: float = 1.0
+    digits: int = 3  # significant digits shown
+
+    @property
+    def src(self) -> str:
+        return self.source or self.key
+
+
+@dataclass
+class Design:
+    """A row: something to measure.  ``load()`` returns what ``Case.measure`` receives."""
+
+    name: str
+    kind: str
+    load: Callable[[], Any]
+    note: str = ""
+    _loaded: Any = field(default=None, repr=False)
+    _error: str | None = field(default=None, repr=False)
+    _missing: bool = field(default=False, repr=False)
+
+    def get(self) -> Any:
+        if self._loaded is None and self._error is None:
+            try:
+                self._loaded = self.load()
+            except Missing as exc:
+                self._error, self._missing = str(exc), True
+            except NotImplementedError:
+                self._error = "not implemented yet (the skeleton)"
+            except Exception as exc:  # noqa: BLE001 - a learner file may raise anything
+                self._error = f"could not be loaded: {type(exc).__name__}: {exc}"
+        return self._loaded
+
+
+@dataclass
+class Case:
+    """One scenario.  ``measure(obj, design)`` runs it once for one design and returns
+    ``{source: float or list of floats}``; it may raise ``NotImplementedError``, ``Hung``
+    or anything a broken design raises."""
+
+    id: str
+    title: str
+    metrics: list[Metric]
+    primary: str  # the metric key whose ratio against the reference is shown
+    designs: list[Design]
+    measure: Callable[[Any, Design], dict]
+    note: str = ""
+    warmup: Callable[[Any, Design], Any] | None = None
+
+
+# -- running -----------------------------------------------------------------------------------
+
+@dataclass
+class Row:
+    design: Design
+    status: str = "measured"  # measured | missing | failed
+    note: str = ""
+    samples: list[dict] = field(default_factory=list)
+    values: dict[str, dict] = field(default_factory=dict)
+    ratio: dict[str, float | None] = field(default_factory=dict)
+
+
+def run_in_thread(fn: Callable[[], Any], limit: float = LIMIT, *, what: str) -> Any:
+    """Call ``fn()`` in a daemon thread; raise ``Hung`` if it is not back within ``limit``.
+
+    A design that deadlocks cannot be stopped from outside; its daemon thread is left
+    behind and the design is dropped from the rest of the run."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name=f"bench {what}", daemon=True)
+    thread.start()
+    thread.join(limit)
+    if thread.is_alive():
+        raise Hung(f"{what} did not finish within {limit:g} s (hung or deadlocked?)")
+    if "error" in box:
+        raise box["error"]
+    return box.get("result")
+
+
+def _stat(values: list[float], stat: str) -> float:
+    if stat == "median":
+        return statistics.median(values)
+    if stat == "p99":
+        ordered = sorted(values)
+        return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+    raise ValueError(stat)
+
+
+def _aggregate(case: Case, row: Row) -> None:
+    for m in case.metrics:
+        per_rep = [s[m.src] for s in row.samples if m.src in s]
+        if not per_rep:
+            continue
+        if isinstance(per_rep[0], list):
+            pooled = [x for rep in per_rep for x in rep]
+            if not pooled:
+                continue
+            centre = _stat(pooled, m.stat)
+            spots = [_stat(rep, m.stat) for rep in per_rep if rep]
+            count = len(pooled)
+        else:
+            centre = statistics.median(per_rep)
+            spots = per_rep
+            count = len(per_rep)
+        lo, hi = min(spots), max(spots)
+        spread = (hi - lo) / 2 / abs(centre) if centre else 0.0
+        row.values[m.key] = {"median": centre * m.scale, "min": lo * m.scale,
+                             "max": hi * m.scale, "spread": spread, "n": count}
+
+
+def run_case(case: Case, reps: int, progress: Callable[[str], None]) -> list[Row]:
+    rows = [Row(d) for d in case.designs]
+    live: list[Row] = []
+    for row in rows:
+        obj = row.design.get()
+        if row.design._error is not None:
+            row.status = "missing" if row.design._missing else "failed"
+            row.note = row.design._error
+            continue
+        if case.warmup is not None:
+            try:
+                case.warmup(obj, row.design)
+            except Exception as exc:  # noqa: BLE001
+                _failed(row, exc)
+                continue
+        live.append(row)
+    for rep in range(reps):
+        shift = rep % len(live) if live else 0
+        for row in live[shift:] + live[:shift]:  # alternate: a rotated order every round
+            if row.status != "measured":
+                continue
+            progress(f"{case.id}: {row.design.name} ({rep + 1}/{reps})")
+            try:
+                row.samples.append(case.measure(row.design.get(), row.design))
+            except Exception as exc:  # noqa: BLE001 - a broken design must not stop the run
+                _failed(row, exc)
+    for row in rows:
+        if row.status == "measured":
+            _aggregate(case, row)
+    ref = next((r for r in rows if r.design.kind == "reference" and r.status == "measured"), None)
+    for row in rows:
+        for m in case.metrics:
+            mine = row.values.get(m.key, {}).get("median")
+            base = ref.values.get(m.key, {}).get("median") if ref else None
+            row.ratio[m.key] = mine / base if mine is not None and base else None
+    return rows
+
+
+def _failed(row: Row, exc: BaseException) -> None:
+    row.status = "failed"
+    if isinstance(exc, NotImplementedError):
+        row.note = "not implemented yet (the skeleton)"
+    elif isinstance(exc, Hung):
+        row.note = str(exc)
+    else:
+        row.note = f"raised {type(exc).__name__}: {exc}"
+    row.samples.clear()
+
+
+# -- the command line ----------------------------------------------------------------------------
+
+def parse(problem: manifest.Problem, argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog=f"check.sh bench {problem.id}",
+        description=f"Benchmark of {problem.id} ({problem.title}): the reference against "
+                    "other designs and real libraries, measured side by side.")
+    parser.add_argument("--file", help="your solution to measure too "
+                        f"(default: mine/{problem.module}.py, if it is implemented)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--quick", action="store_true",
+                        help="tiny sizes and 2 repetitions: checks that it runs, figures mean little")
+    parser.add_argument("--reps", type=int, default=None, help="repetitions per design")
+    args = parser.parse_args(argv)
+    if args.reps is not None and args.reps < 1:
+        raise UsageError("--reps must be at least 1")
+    if args.file is not None and not Path(args.file).is_file():
+        raise UsageError(f"no such file: {args.file}")
+    return args
+
+
+def learner_design(problem: manifest.Problem, args: argparse.Namespace,
+                   adapt: Callable[[Any], Any] = lambda module: module) -> Design:
+    """The row for ``--file`` (or ``mine/``): the learner's own solution."""
+    path = Path(args.file) if args.file else problem.learner_file
+    return Design(f"yours: {_shown(path)}", "yours", lambda: adapt(load_file(path)))
+
+
+def file_design(path: Path, name: str, kind: str,
+                adapt: Callable[[Any], Any] = lambda module: module, note: str = "") -> Design:
+    return Design(name, kind, lambda: adapt(load_file(path)), note)
+
+
+def environment() -> dict:
+    """Where the figures were taken: they mean little without it."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load = None
+    return {"python": platform.python_version(),
+            "implementation": platform.python_implementation(),
+            "platform": platform.platform(terse=True), "machine": platform.machine(),
+            "cpu": cpu, "cpus": os.cpu_count(), "load_average": load}
+
+
+def run_bench(problem_id: str, argv: list[str],
+              build: Callable[[manifest.Problem, argparse.Namespace], list[Case]], *,
+              default_reps: int = 5) -> int:
+    """The whole command: parse, build the cases, run them, print table or JSON.
+
+    Returns 0 when every case measured the reference, else 1."""
+    problem = manifest.get(problem_id)
+    args = parse(problem, argv)
+    reps = args.reps or (2 if args.quick else default_reps)
+    env = environment()
+    started = time.perf_counter()
+    cases = build(problem, args)
+    progress = _progress(not args.json)
+    results = []
+    try:
+        for case in cases:
+            results.append((case, run_case(case, reps, progress)))
+    finally:
+        progress(None)
+    env["load_average_after"] = environment()["load_average"]
+    seconds = time.perf_counter() - started
+    doc = to_json(problem, args, reps, env, results, seconds)
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        show(problem, doc)
+    ok = all(any(r.design.kind == "reference" and r.status == "measured" for r in rows)
+             for _, rows in results)
+    return 0 if ok else 1
+
+
+def _progress(enabled: bool) -> Callable[[str | None], None]:
+    """One transient status line on stderr while a long run goes on."""
+    if not enabled or not sys.stderr.isatty():
+        return lambda text: None
+
+    def show(text: str | None) -> None:
+        sys.stderr.write("\r\033[K" + (f"measuring {text}…" if text else ""))
+        sys.stderr.flush()
+    return show
+
+
+def to_json(problem: manifest.Problem, args: argparse.Namespace, reps: int, env: dict,
+            results: list[tuple[Case, list[Row]]], seconds: float) -> dict:
+    return {
+        "problem": problem.id, "title": problem.title,
+        "file": str(Path(args.file).resolve()) if args.file else None,
+        "quick": bool(args.quick), "repetitions": reps, "environment": env,
+        "seconds": round(seconds, 2),
+        "cases": [{
+            "id": case.id, "title": case.title, "note": case.note, "primary": case.primary,
+            "metrics": [{"key": m.key, "label": m.label, "unit": m.unit, "better": m.better}
+                        for m in case.metrics],
+            "rows": [{"design": r.design.name, "kind": r.design.kind, "status": r.status,
+                      "note": r.note or r.design.note, "values": r.values, "ratio": r.ratio}
+                     for r in rows],
+        } for case, rows in results],
+    }
+
+
+# -- the rich report -------------------------------------------------------------------------------
+
+def fmt(value: float | None, digits: int = 3) -> str:
+    """A figure with ``digits`` significant digits and a k/M suffix for large ones."""
+    if value is None:
+        return "—"
+    for limit, unit, suffix in ((1e9, 1e9, "G"), (1e6, 1e6, "M"), (1e4, 1e3, "k")):
+        if abs(value) >= limit:
+            return _sig(value / unit, digits) + suffix
+    return _sig(value, digits)
+
+
+def _sig(value: float, digits: int) -> str:
+    if value == 0:
+        return "0"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    text = f"{value:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text and abs(value) < 1 else text
+
+
+def fmt_ratio(ratio: float | None) -> str:
+    if ratio is None:
+        return "—"
+    if ratio >= 100:
+        return f"{ratio:,.0f}×"
+    return f"{ratio:.2f}×" if ratio < 10 else f"{ratio:.1f}×"
+
+
+def show(problem: manifest.Problem, doc: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console()
+    console.print(Text.assemble((f"{problem.id.upper()} · {problem.title}", "bold"),
+                                "  benchmark", (" (quick: figures mean little)", "yellow")
+                                if doc["quick"] else ""))
+    for case in doc["cases"]:
+        table = Table(title=case["title"], title_justify="left", title_style="bold",
+                      caption=case["note"] or None, caption_justify="left")
+        table.add_column("design")
+        metrics = case["metrics"]
+        for m in metrics:
+            table.add_column(f"{m['label']}\n({m['unit']})" if m["unit"] else m["label"],
+                             justify="right")
+        primary = next(m for m in metrics if m["key"] == case["primary"])
+        table.add_column(f"{primary['label']}\n× reference", justify="right")
+        notes = any(r["note"] for r in case["rows"])
+        if notes:
+            table.add_column("note", style="dim", overflow="fold")
+        for row in case["rows"]:
+            style = {"reference": "bold", "yours": "cyan"}.get(row["kind"])
+            cells = [Text(row["design"], style=style or "")]
+            for m in metrics:
+                v = row["values"].get(m["key"])
+                cells.append(Text("") if v is None else Text.assemble(
+                    fmt(v["median"]), (f" ±{v['spread'] * 100:.0f}%", "dim")))
+            cells.append(Text(fmt_ratio(row["ratio"].get(case["primary"]))
+                              if row["status"] == "measured" else ""))
+            if notes:
+                cells.append(Text(row["note"] or "",
+                                  style="yellow" if row["status"] != "measured" else "dim"))
+            table.add_row(*cells)
+        console.print(table)
+    env = doc["environment"]
+    console.print(
+        f"[dim]Median of {doc['repetitions']} alternating repetitions per design; ± is half "
+        "the min–max range of the repetitions, as a % of the median. Ratios compare "
+        "medians of this run.\n"
+        f"{env['implementation']} {env['python']} on {env['platform']}, {env['cpu']}, "
+        f"{env['cpus']} CPUs; load average {env['load_average']} before, "
+        f"{env['load_average_after']} after; {doc['seconds']:.1f} s.\n"
+        "A benchmark, not a test: nothing passes or fails on time.[/dim]")
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)

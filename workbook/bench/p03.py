@@ -1,0 +1,125 @@
+"""P03 benchmark: what do two conditions buy over one?
+
+Designs: the reference (one lock, two Conditions, ``notify()``), the learner's file,
+``queue.Queue`` (the standard library: one lock, two Conditions too, in Python), and the
+one-Condition design that must use ``notify_all()`` to stay correct (the alternate
+solution ``solutions/alternates/p03/deque_one_condition.py``).
+
+Case: 4 producer threads and 4 consumer threads move N items through the queue at
+capacities 1, 16 and 1024.  Figures: items per second from the start barrier until every
+thread is done, and voluntary context switches per item (``getrusage``, the whole
+process): each one is a thread that went to sleep, which is what a wasted wakeup costs.
+
+    ./check.sh bench p03 [--file PATH] [--json] [--quick] [--reps N]
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from typing import Any
+
+from workbook import bench
+
+try:
+    import resource
+except ImportError:  # not on Windows: the context-switch column stays empty
+    resource = None  # type: ignore[assignment]
+
+PRODUCERS = CONSUMERS = 4
+CAPACITIES = (1, 16, 1024)
+
+
+def workbook_queue(module: Any):
+    """put/take of a BoundedBlockingQueue (reference, alternate or the learner's)."""
+    def make(capacity: int):
+        q = module.BoundedBlockingQueue(capacity)
+        return q.put, q.take
+    return make
+
+
+def stdlib_queue():
+    def make(capacity: int):
+        q = queue.Queue(maxsize=capacity)
+        return q.put, q.get
+    return make
+
+
+def switches() -> int:
+    if resource is None:
+        return 0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
+
+
+def transfer(make, capacity: int, per_thread: int) -> dict:
+    """Move PRODUCERS * per_thread items through one queue; time it."""
+    def scenario() -> dict:
+        put, take = make(capacity)
+        go = threading.Barrier(PRODUCERS + CONSUMERS + 1, timeout=bench.LIMIT)
+
+        def produce(tag: int) -> None:
+            go.wait()
+            for i in range(per_thread):
+                put((tag, i))
+
+        def consume() -> None:
+            go.wait()
+            for _ in range(per_thread):
+                take()
+
+        threads = ([threading.Thread(target=produce, args=(p,), daemon=True)
+                    for p in range(PRODUCERS)]
+                   + [threading.Thread(target=consume, daemon=True) for _ in range(CONSUMERS)])
+        for t in threads:
+            t.start()
+        before = switches()
+        go.wait()
+        start = time.perf_counter()
+        deadline = time.monotonic() + bench.LIMIT
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+            if t.is_alive():
+                raise bench.Hung(f"capacity {capacity}: a thread was still blocked after "
+                                 f"{bench.LIMIT:g} s (lost wakeup or deadlock?)")
+        elapsed = time.perf_counter() - start
+        total = PRODUCERS * per_thread
+        out = {"items_per_s": total / elapsed}
+        if resource is not None:
+            out["switches_per_item"] = (switches() - before) / total
+        return out
+
+    return bench.run_in_thread(scenario, bench.LIMIT + 1, what=f"capacity {capacity}")
+
+
+def build(problem, args) -> list[bench.Case]:
+    per_thread = 200 if args.quick else 4_000
+    designs = [
+        bench.file_design(problem.solution_file, "reference (two Conditions)", "reference",
+                          workbook_queue),
+        bench.learner_design(problem, args, workbook_queue),
+        bench.Design("queue.Queue", "peer", stdlib_queue),
+        bench.file_design(problem.alternates_dir / "deque_one_condition.py",
+                          "one Condition + notify_all", "design", workbook_queue),
+    ]
+    metrics = [bench.Metric("items_per_s", "throughput", "items/s", "higher")]
+    if resource is not None:
+        metrics.append(bench.Metric("switches_per_item", "context switches", "per item",
+                                    "lower"))
+
+    def case(capacity: int) -> bench.Case:
+        return bench.Case(
+            f"capacity_{capacity}",
+            f"{PRODUCERS} producers × {CONSUMERS} consumers, capacity {capacity}, "
+            f"{PRODUCERS * per_thread:,} items",
+            metrics, "items_per_s", designs,
+            lambda make, design: transfer(make, capacity, per_thread),
+            warmup=lambda make, design: transfer(make, capacity, 50))
+
+    cases = [case(c) for c in CAPACITIES]
+    cases[-1].note = ("Context switches: voluntary ones (a thread went to sleep), counted "
+                      "for the whole process by getrusage.")
+    return cases
+
+
+def main(argv: list[str]) -> int:
+    return bench.run_bench("p03", argv, build)
