@@ -376,6 +376,9 @@ class Harness:
                  pitfall=pitfall)
 
     def teardown(self) -> None:
+        """End stray runs, close everything, then fail if the test body left a descriptor
+        open (a test that already failed keeps its own diagnosis)."""
+        leaked = sorted(open_fds() - self.before)
         self.spy.poison()
         # Wake any loop still parked in select(): one byte, never blocking the test thread.
         for c, reader, writer in self.controls:
@@ -402,3 +405,6 @@ class Harness:
                 _BASE.close(obj)
             except Exception:
                 pass
+        if leaked:
+            shown = ", ".join(f"fd {fd} ({target})" for fd, target in leaked[:6])
+            fail(f"{len(leaked)} descriptor(s) were still open when the test ended: {shown}")

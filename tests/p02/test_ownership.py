@@ -157,6 +157,8 @@ def test_invalid_arguments_raise_and_leave_every_caller_socket_open(h, net, case
           "arguments are accepted, ownership stays with the caller",
           pitfall="closes_on_invalid_input")
     h.check_no_leak(f"run() rejected {case} (create the selector only after validating)")
+    for s in was_open + ctl_open:  # still the caller's: the caller closes them
+        s.close()
 
 
 # -- p02.lifecycle ---------------------------------------------------------------------------
