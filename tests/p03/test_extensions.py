@@ -1,0 +1,257 @@
+"""Acceptance set for P03 · BoundedBlockingQueue: the follow-up extensions.
+
+offer/poll with a deadline, and shutdown (graceful and immediate).  A method that still
+raises NotImplementedError makes its checkpoint "not attempted"; other extensions are only
+used where they are implemented.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.p03.support import abandon, call, conditions, notify_all, parked, wait_parked
+from workbook.testkit import BOUND, check, fail, join, start_daemon
+
+
+def _optional(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``, or ``NotImplemented`` if that extension is not attempted."""
+    try:
+        return fn(*args, **kwargs)
+    except NotImplementedError:
+        return NotImplemented
+
+
+def _raises(exc_type, fn, *args) -> bool:
+    try:
+        fn(*args)
+    except exc_type:
+        return True
+    return False
+
+
+# -- offer / poll ---------------------------------------------------------------------------
+
+@pytest.mark.checkpoint("p03.timeouts")
+def test_a_zero_timeout_never_blocks(impl):
+    def scenario():
+        q = impl.BoundedBlockingQueue(1)
+        return (q.poll(), q.poll(0), q.offer("a"), q.offer("b", 0), len(q), q.poll(0),
+                q.offer("c", 0.0), q.poll(timeout=0), len(q))
+
+    got = call(scenario, what="poll()/offer() with timeout 0 on an empty and a full queue")
+    want = (None, None, True, False, 1, "a", True, "c", 0)
+    check(got == want, "poll(), poll(0), offer('a'), offer('b', 0), len(), poll(0), "
+                       f"offer('c', 0.0), poll(timeout=0), len() on a capacity-1 "
+                       f"queue gave {got!r}, expected {want!r}")
+
+
+@pytest.mark.checkpoint("p03.timeouts")
+def test_offer_refuses_none(impl):
+    def scenario():
+        q = impl.BoundedBlockingQueue(2)
+        refused = _raises((TypeError, ValueError), q.offer, None)
+        return refused, len(q)
+
+    refused, size = call(scenario, what="offer(None)")
+    check(refused, "offer(None) was accepted: poll() returning None would then be ambiguous")
+    check(size == 0, f"after a refused offer(None), len() is {size}")
+
+
+@pytest.mark.checkpoint("p03.timeouts")
+def test_a_none_timeout_waits_until_it_can_proceed(impl):
+    q = call(impl.BoundedBlockingQueue, 1, what="creating a queue")
+    call(q.poll, 0, what="poll(0)")  # NotImplementedError surfaces here, not in a thread
+    poller = start_daemon(q.poll, None, name="poll(None)")
+    offerer = None
+    try:
+        wait_parked(poller, "poll(None) on an empty queue")
+        call(q.put, "x", what="put('x') while poll(None) waits")
+        check(join(poller, what="poll(None) after put('x')") == "x", "poll(None) missed 'x'")
+        call(q.put, "y", what="put('y')")
+        offerer = start_daemon(q.offer, "z", None, name="offer(None)")
+        wait_parked(offerer, "offer('z', None) on a full queue")
+        check(call(q.take, what="take()") == "y", "take() should return 'y'")
+        check(join(offerer, what="offer('z', None) after take()") is True,
+              "offer('z', None) should return True once it has queued the item")
+        check(call(q.take, what="take()") == "z", "take() should then return 'z'")
+    finally:
+        abandon(poller, *([offerer] if offerer else []))
+
+
+def _timed(thread_fn, timeout: float, wake: bool, q) -> tuple[object, float, bool]:
+    """Run ``thread_fn`` (offer/poll with ``timeout``) in a daemon; with ``wake``, keep
+    sending it do-nothing wakeups until it returns or the window below closes.
+
+    Returns (result, seconds it took, finished inside the window)."""
+    window = timeout + max(2.0, BOUND / 2)  # the reference needs `timeout` plus scheduling
+    started = time.monotonic()
+    worker = start_daemon(thread_fn)
+    while worker.is_alive() and time.monotonic() - started < window:
+        if wake and parked(worker):
+            notify_all(conditions(q, [worker]))
+        worker.join(0.001)
+    finished = not worker.is_alive()
+    if not finished:
+        worker.join(timeout + BOUND)  # it should at least finish once the wakeups stop
+    if worker.is_alive():
+        abandon(worker)
+        fail(f"a call with timeout={timeout} was still waiting {window + timeout + BOUND:.1f} s "
+             "after it started", pitfall="timeout_restarted" if wake else None)
+    if worker.error is not None:
+        raise worker.error
+    return worker.result, time.monotonic() - started if finished else window, finished
+
+
+@pytest.mark.checkpoint("p03.timeouts")
+def test_poll_and_offer_give_up_at_their_deadline(impl):
+    timeout = 0.2
+    q = call(impl.BoundedBlockingQueue, 1, what="creating a queue")
+    call(q.poll, 0, what="poll(0)")
+    got, took, _ = _timed(lambda: q.poll(timeout), timeout, False, q)
+    check(got is None, f"poll({timeout}) on an empty queue returned {got!r}, expected None")
+    check(took >= timeout - 0.01, f"poll({timeout}) gave up after only {took:.3f} s")
+    call(q.put, "a", what="put('a')")
+    got, took, _ = _timed(lambda: q.offer("b", timeout), timeout, False, q)
+    check(got is False, f"offer('b', {timeout}) on a full queue returned {got!r}, expected False")
+    check(took >= timeout - 0.01, f"offer('b', {timeout}) gave up after only {took:.3f} s")
+    check(call(lambda: (len(q), q.take()), what="len(), take()") == (1, "a"),
+          "a timed-out offer must leave the queue unchanged")
+
+
+@pytest.mark.checkpoint("p03.timeouts")
+def test_wakeups_that_change_nothing_do_not_restart_the_deadline(impl):
+    timeout = 0.3
+    q = call(impl.BoundedBlockingQueue, 1, what="creating a queue")
+    call(q.poll, 0, what="poll(0)")
+    for what, fn, want in (
+        (f"poll({timeout})", lambda: q.poll(timeout), None),
+        (f"offer('b', {timeout})", lambda: q.offer("b", timeout), False),
+    ):
+        if want is False:
+            call(q.put, "a", what="put('a')")
+        got, took, finished = _timed(fn, timeout, True, q)
+        check(finished, f"{what}, woken again and again by notify_all() with nothing changed, "
+                        f"had not given up after {took:.1f} s: each wakeup restarted the full "
+                        "timeout instead of waiting for what was left of one deadline",
+              pitfall="timeout_restarted")
+        check(got is want, f"{what} under spurious wakeups returned {got!r}, expected {want!r}")
+        check(took >= timeout - 0.01,
+              f"{what} returned after {took:.3f} s, before its deadline: a wakeup is not a "
+              "timeout (re-check the time left)")
+
+
+# -- shutdown -------------------------------------------------------------------------------
+
+@pytest.mark.checkpoint("p03.shutdown")
+def test_after_a_graceful_shutdown_puts_fail_and_takes_drain_then_fail(impl):
+    ShutDown = impl.ShutDown
+
+    def scenario():
+        q = impl.BoundedBlockingQueue(3)
+        q.put("a")
+        q.put("b")
+        q.shutdown()
+        steps = {"put": _raises(ShutDown, q.put, "c"),
+                 "offer": _optional(_raises, ShutDown, q.offer, "c"),
+                 "len": len(q), "take": q.take(),
+                 "poll": _optional(q.poll, 0)}
+        if steps["poll"] is NotImplemented:
+            steps["poll"] = q.take()
+        steps["take_empty"] = _raises(ShutDown, q.take)
+        steps["poll_empty"] = _optional(_raises, ShutDown, q.poll, 0)
+        q.shutdown()  # a second call is harmless
+        steps["again"] = _raises(ShutDown, q.take)
+        return steps
+
+    s = call(scenario, what="a graceful shutdown with two items queued")
+    check(s["put"], "put() after shutdown() did not raise ShutDown")
+    check(s["offer"] in (True, NotImplemented), "offer() after shutdown() did not raise ShutDown")
+    check(s["len"] == 2, f"a graceful shutdown must keep the queued items (len() is {s['len']})")
+    check((s["take"], s["poll"]) == ("a", "b"),
+          f"after shutdown() the queued items came out as {s['take']!r}, {s['poll']!r}; "
+          "expected 'a', 'b'")
+    check(s["take_empty"], "take() on a shut-down, drained queue did not raise ShutDown")
+    check(s["poll_empty"] in (True, NotImplemented),
+          "poll(0) on a shut-down, drained queue did not raise ShutDown")
+    check(s["again"], "after a second shutdown(), take() did not raise ShutDown")
+
+
+@pytest.mark.checkpoint("p03.shutdown")
+def test_an_immediate_shutdown_discards_the_queued_items(impl):
+    ShutDown = impl.ShutDown
+
+    def scenario():
+        q = impl.BoundedBlockingQueue(3)
+        for x in "abc":
+            q.put(x)
+        q.shutdown(immediate=True)
+        return len(q), _raises(ShutDown, q.take), _raises(ShutDown, q.put, "d")
+
+    size, take_fails, put_fails = call(scenario, what="an immediate shutdown of a full queue")
+    check(size == 0, f"after shutdown(immediate=True) len() is {size}, expected 0")
+    check(take_fails, "take() after shutdown(immediate=True) did not raise ShutDown")
+    check(put_fails, "put() after shutdown(immediate=True) did not raise ShutDown")
+
+
+def _blocked_then_shutdown(q, calls, immediate: bool, what: str) -> list:
+    threads = [start_daemon(fn, name=name) for name, fn in calls]
+    try:
+        for thread, (name, _) in zip(threads, calls):
+            wait_parked(thread, f"{name} on a {what} queue")
+        call(q.shutdown, immediate, what=f"shutdown(immediate={immediate})")
+        outcomes, deadline = [], time.monotonic() + BOUND
+        for thread, (name, _) in zip(threads, calls):
+            thread.join(max(0.0, deadline - time.monotonic()))
+            check(not thread.is_alive(),
+                  f"{name}, blocked on a {what} queue, was still blocked {BOUND:g} s after "
+                  "shutdown(): nobody woke it to see the shutdown", pitfall="shutdown_no_wake")
+            if isinstance(thread.error, NotImplementedError):
+                raise thread.error
+            outcomes.append((name, thread.error if thread.error else thread.result))
+        return outcomes
+    finally:
+        abandon(*threads)
+
+
+@pytest.mark.checkpoint("p03.shutdown")
+def test_shutdown_wakes_every_blocked_take_with_shut_down(impl):
+    q = call(impl.BoundedBlockingQueue, 2, what="creating a queue")
+    calls = [("take() #1", q.take), ("take() #2", q.take)]
+    if _optional(call, q.poll, 0, what="poll(0)") is not NotImplemented:
+        calls.append(("poll(None)", lambda: q.poll(None)))
+    for name, outcome in _blocked_then_shutdown(q, calls, False, "empty"):
+        check(isinstance(outcome, impl.ShutDown),
+              f"{name}, blocked on an empty queue, ended with {outcome!r} after shutdown(); "
+              "expected ShutDown")
+
+
+@pytest.mark.checkpoint("p03.shutdown")
+def test_shutdown_wakes_every_blocked_put_and_keeps_the_items_for_takers(impl):
+    q = call(lambda: impl.BoundedBlockingQueue(1), what="creating a queue")
+    call(q.put, "a", what="put('a')")
+    calls = [("put('x')", lambda: q.put("x")), ("put('y')", lambda: q.put("y"))]
+    if _optional(call, q.offer, "z", 0, what="offer('z', 0)") is not NotImplemented:
+        calls.append(("offer('z', None)", lambda: q.offer("z", None)))
+    for name, outcome in _blocked_then_shutdown(q, calls, False, "full"):
+        check(isinstance(outcome, impl.ShutDown),
+              f"{name}, blocked on a full queue, ended with {outcome!r} after shutdown(); "
+              "expected ShutDown")
+    drained = call(lambda: (q.take(), _raises(impl.ShutDown, q.take)),
+                   what="take() twice after a graceful shutdown")
+    check(drained == ("a", True), f"after the shutdown, take() gave {drained[0]!r} and then "
+                                  f"{'raised' if drained[1] else 'did not raise'} ShutDown; "
+                                  "expected 'a', then ShutDown")
+
+
+@pytest.mark.checkpoint("p03.shutdown")
+def test_an_immediate_shutdown_wakes_a_blocked_put_and_empties_the_queue(impl):
+    q = call(lambda: impl.BoundedBlockingQueue(1), what="creating a queue")
+    call(q.put, "a", what="put('a')")
+    [(name, outcome)] = _blocked_then_shutdown(q, [("put('x')", lambda: q.put("x"))],
+                                               True, "full")
+    check(isinstance(outcome, impl.ShutDown),
+          f"{name} ended with {outcome!r} after shutdown(immediate=True); expected ShutDown")
+    after = call(lambda: (len(q), _raises(impl.ShutDown, q.take)), what="len(), take()")
+    check(after == (0, True), f"after shutdown(immediate=True), len() and take() gave "
+                              f"{after!r}; expected 0 and ShutDown")
