@@ -13,7 +13,21 @@ and real libraries ("peers").  This package does the rest the same way for every
 * ratios against the reference, taken from medians of the same run;
 * a missing peer library, a learner file that is still the skeleton, or a design that
   hangs is reported in its row and the run goes on;
-* a rich table, or with ``--json`` one JSON document.
+* a rich table, or with ``--json`` one JSON document:
+
+  {"problem", "title", "file", "quick", "repetitions", "seconds",
+   "environment": {"python", "implementation", "platform", "machine", "cpu", "cpus",
+                   "load_average", "load_average_after"},
+   "cases": [{"id", "title", "note", "primary",
+              "metrics": [{"key", "label", "unit", "better": "higher"|"lower", "stat"}],
+              "rows": [{"design", "kind": "reference"|"yours"|"design"|"pitfall"|"peer",
+                        "status": "measured"|"missing"|"failed", "note",
+                        "values": {metric key: {"value", "min", "max", "spread", "n"}},
+                        "ratio": {metric key: value / the reference's value, or null}}]}]}
+
+  ``value`` is the median over repetitions (or, for latencies, the ``stat`` over every
+  sample pooled); ``min``/``max`` are the extremes of the per-repetition figures and
+  ``spread`` is half their range divided by ``value``.
 
 A benchmark is not a test: nothing here passes or fails on time.  Figures depend on the
 machine and on its load; ratios measured in one run are what to compare.
@@ -191,6 +205,20 @@ def run_in_thread(fn: Callable[[], Any], limit: float = LIMIT, *, what: str) -> 
     return box.get("result")
 
 
+def sustain(once: Callable[[], dict], min_seconds: float) -> dict:
+    """Call ``once()`` until the ``"seconds"`` it reports add up to ``min_seconds``.
+
+    ``once`` returns additive totals (``{"seconds": ..., "items": ...}``); the sums come
+    back.  A fast design then runs long enough for the clock to mean something, while a
+    slow one still runs its scenario just once."""
+    totals: dict = {}
+    while True:
+        for key, value in once().items():
+            totals[key] = totals.get(key, 0) + value
+        if totals.get("seconds", 0) >= min_seconds:
+            return totals
+
+
 def _stat(values: list[float], stat: str) -> float:
     if stat == "median":
         return statistics.median(values)
@@ -218,7 +246,7 @@ def _aggregate(case: Case, row: Row) -> None:
             count = len(per_rep)
         lo, hi = min(spots), max(spots)
         spread = (hi - lo) / 2 / abs(centre) if centre else 0.0
-        row.values[m.key] = {"median": centre * m.scale, "min": lo * m.scale,
+        row.values[m.key] = {"value": centre * m.scale, "min": lo * m.scale,
                              "max": hi * m.scale, "spread": spread, "n": count}
 
 
@@ -254,8 +282,8 @@ def run_case(case: Case, reps: int, progress: Callable[[str], None]) -> list[Row
     ref = next((r for r in rows if r.design.kind == "reference" and r.status == "measured"), None)
     for row in rows:
         for m in case.metrics:
-            mine = row.values.get(m.key, {}).get("median")
-            base = ref.values.get(m.key, {}).get("median") if ref else None
+            mine = row.values.get(m.key, {}).get("value")
+            base = ref.values.get(m.key, {}).get("value") if ref else None
             row.ratio[m.key] = mine / base if mine is not None and base else None
     return rows
 
@@ -376,8 +404,8 @@ def to_json(problem: manifest.Problem, args: argparse.Namespace, reps: int, env:
         "seconds": round(seconds, 2),
         "cases": [{
             "id": case.id, "title": case.title, "note": case.note, "primary": case.primary,
-            "metrics": [{"key": m.key, "label": m.label, "unit": m.unit, "better": m.better}
-                        for m in case.metrics],
+            "metrics": [{"key": m.key, "label": m.label, "unit": m.unit, "better": m.better,
+                         "stat": m.stat} for m in case.metrics],
             "rows": [{"design": r.design.name, "kind": r.design.kind, "status": r.status,
                       "note": r.note or r.design.note, "values": r.values, "ratio": r.ratio}
                      for r in rows],
@@ -441,7 +469,7 @@ def show(problem: manifest.Problem, doc: dict) -> None:
             for m in metrics:
                 v = row["values"].get(m["key"])
                 cells.append(Text("") if v is None else Text.assemble(
-                    fmt(v["median"]), (f" ±{v['spread'] * 100:.0f}%", "dim")))
+                    fmt(v["value"]), (_spread(v), "dim")))
             cells.append(Text(fmt_ratio(row["ratio"].get(case["primary"]))
                               if row["status"] == "measured" else ""))
             if notes:
@@ -452,12 +480,22 @@ def show(problem: manifest.Problem, doc: dict) -> None:
     env = doc["environment"]
     console.print(
         f"[dim]Median of {doc['repetitions']} alternating repetitions per design; ± is half "
-        "the min–max range of the repetitions, as a % of the median. Ratios compare "
+        "the min–max range of the repetitions, as a % of the median (the range itself "
+        "when wider). Ratios compare "
         "medians of this run.\n"
         f"{env['implementation']} {env['python']} on {env['platform']}, {env['cpu']}, "
         f"{env['cpus']} CPUs; load average {env['load_average']} before, "
         f"{env['load_average_after']} after; {doc['seconds']:.1f} s.\n"
         "A benchmark, not a test: nothing passes or fails on time.[/dim]")
+
+
+def _spread(value: dict) -> str:
+    """± half the range as a % of the median; the range itself when that says nothing."""
+    if value["n"] < 2:
+        return ""
+    if value["spread"] <= 0.5:
+        return f" ±{value['spread'] * 100:.0f}%"
+    return f" ({fmt(value['min'])}–{fmt(value['max'])})"
 
 
 def _shown(path: Path) -> str:
