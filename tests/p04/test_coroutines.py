@@ -417,7 +417,7 @@ def _done(impl, value):
     return future
 
 
-def _resumption_diagnosis(impl) -> tuple[str, str] | None:
+def _resumption_diagnosis(impl) -> tuple[str, str | None] | None:
     """Resume a generator after 50 done Futures; (message, pitfall) if the stack grows."""
     seen = []
 
@@ -428,6 +428,8 @@ def _resumption_diagnosis(impl) -> tuple[str, str] | None:
             seen.append(resumption_frames())
 
     run_on_fresh_loop(impl, probe, what="50 done Futures")
+    if len(seen) != 50:
+        return (f"a coroutine yielding 50 done Futures was resumed {len(seen)} times", None)
     depths = [d for d, _ in seen[1:]]
     if len(set(depths)) <= 1:
         return None
