@@ -229,4 +229,5 @@ def test_figures_are_formatted_with_significant_digits_and_suffixes():
     assert bench.fmt(31.24) == "31.2"
     assert bench.fmt(0.0000731) == "0.0000731"
     assert bench.fmt(None) == "—"
-    assert bench.fmt_ratio(0.0749) == "0.07×" and bench.fmt_ratio(415.2) == "415×"
+    assert bench.fmt_ratio(0.0749) == "0.075×" and bench.fmt_ratio(0.69) == "0.69×"
+    assert bench.fmt_ratio(415.2) == "415×" and bench.fmt_ratio(27.04) == "27.0×"

@@ -309,6 +309,8 @@ def parse(problem: manifest.Problem, argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--file", help="your solution to measure too "
                         f"(default: mine/{problem.module}.py, if it is implemented)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--markdown", action="store_true",
+                        help="print Markdown tables (what the book's Measurements quote)")
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes and 2 repetitions: checks that it runs, figures mean little")
     parser.add_argument("--reps", type=int, default=None, help="repetitions per design")
@@ -365,7 +367,7 @@ def run_bench(problem_id: str, argv: list[str],
     env = environment()
     started = time.perf_counter()
     cases = build(problem, args)
-    progress = _progress(not args.json)
+    progress = _progress(not (args.json or args.markdown))
     results = []
     try:
         for case in cases:
@@ -377,6 +379,8 @@ def run_bench(problem_id: str, argv: list[str],
     doc = to_json(problem, args, reps, env, results, seconds)
     if args.json:
         print(json.dumps(doc, indent=2))
+    elif args.markdown:
+        print(to_markdown(doc))
     else:
         show(problem, doc)
     ok = all(any(r.design.kind == "reference" and r.status == "measured" for r in rows)
@@ -438,6 +442,8 @@ def fmt_ratio(ratio: float | None) -> str:
         return "—"
     if ratio >= 100:
         return f"{ratio:,.0f}×"
+    if ratio < 0.1:
+        return f"{_sig(ratio, 2)}×"
     return f"{ratio:.2f}×" if ratio < 10 else f"{ratio:.1f}×"
 
 
@@ -487,6 +493,36 @@ def show(problem: manifest.Problem, doc: dict) -> None:
         f"{env['cpus']} CPUs; load average {env['load_average']} before, "
         f"{env['load_average_after']} after; {doc['seconds']:.1f} s.\n"
         "A benchmark, not a test: nothing passes or fails on time.[/dim]")
+
+
+def to_markdown(doc: dict) -> str:
+    """The measured tables as Markdown, with the machine they were taken on."""
+    out = []
+    for case in doc["cases"]:
+        metrics = case["metrics"]
+        primary = next(m for m in metrics if m["key"] == case["primary"])
+        head = ["design"] + [f"{m['label']} ({m['unit']})" if m["unit"] else m["label"]
+                             for m in metrics] + [f"{primary['label']} × reference"]
+        out += [f"**{case['title']}**", "", "| " + " | ".join(head) + " |",
+                "|" + "---|" + "---:|" * (len(head) - 1)]
+        for row in case["rows"]:
+            if row["status"] != "measured":
+                continue
+            cells = [row["design"]]
+            for m in metrics:
+                v = row["values"].get(m["key"])
+                cells.append("" if v is None else fmt(v["value"]) + _spread(v))
+            cells.append(fmt_ratio(row["ratio"].get(case["primary"])))
+            out.append("| " + " | ".join(cells) + " |")
+        out += [""] + ([case["note"], ""] if case["note"] else [])
+    env = doc["environment"]
+    out.append(f"Measured with `./check.sh bench {doc['problem']}`: {env['implementation']} "
+               f"{env['python']} on {env['platform']}, {env['cpu']} ({env['cpus']} CPUs, a "
+               f"shared machine; load average {env['load_average'][0]} before the run, "
+               f"{env['load_average_after'][0]} after). Median of {doc['repetitions']} "
+               "alternating repetitions per design; ± is half the min–max range of the "
+               "repetitions as a % of the median (the range itself when wider).")
+    return "\n".join(out)
 
 
 def _spread(value: dict) -> str:
