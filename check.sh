@@ -18,12 +18,13 @@ pick_python() {
 }
 
 # Which extras this command needs: the selftest uses test-only oracles (real tornado).
-extras=""
+extra=""
 case "${1:-}" in
-    selftest) extras="[dev]" ;;
-    bench) extras="[bench]" ;;
+    selftest) extra="dev" ;;
+    bench) extra="bench" ;;
 esac
-stamp="$venv/.installed$extras"
+extras="${extra:+[$extra]}"
+stamp="$venv/.installed${extra:+-$extra}"
 want="$(cat "$here/pyproject.toml" | cksum)"
 
 bootstrap() {
@@ -47,15 +48,23 @@ bootstrap() {
     echo "$want" >"$stamp"
 }
 
-if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+installed() {  # is what this command needs there? (a plain command is served by any install)
+    [ -x "$venv/bin/python" ] || return 1
+    local others=""
+    [ -z "$extra" ] && others="$venv/.installed-dev $venv/.installed-bench"
+    for s in "$stamp" $others; do
+        [ "$(cat "$s" 2>/dev/null)" = "$want" ] && return 0
+    done
+    return 1
+}
+
+if ! installed; then
     mkdir -p "$venv"
     if command -v flock >/dev/null 2>&1; then
         # Two first runs at once: the second waits for the first, then finds it done.
         exec 9>"$venv/.bootstrap.lock"
         flock 9
-        if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-            bootstrap
-        fi
+        installed || bootstrap
         flock -u 9
     else
         bootstrap
