@@ -1,13 +1,13 @@
-"""P04's event-order scenarios, each written once against a small adapter (``api``).
+"""P04's event-order scenarios, each written once against a small adapter (`api`).
 
 The acceptance set runs them on the learner's module; the selftest runs the same functions
-on real tornado 6 (``tests/selftest/test_p04_tornado_oracle.py``) and asserts the same
-order.  A scenario takes ``(api, log)`` and returns ``main``, a coroutine function that
-``api.run`` drives with ``run_sync`` on a fresh loop in its own thread.
+on real tornado 6 (`tests/selftest/test_p04_tornado_oracle.py`) and asserts the same
+order.  A scenario takes `(api, log)` and returns `main`, a coroutine function that
+`api.run` drives with `run_sync` on a fresh loop in its own thread.
 
-What a scenario may use: ``api.coroutine``, ``api.Future``, ``api.moment``, ``api.Return``,
-``api.BadYieldError``, ``api.loop()`` (the running loop: ``add_callback``, ``add_future``,
-``call_later``, ``remove_timeout``) and ``api.done(value)`` (an already-done Future).
+What a scenario may use: `api.coroutine`, `api.Future`, `api.moment`, `api.Return`,
+`api.BadYieldError`, `api.loop()` (the running loop: `add_callback`, `add_future`,
+`call_later`, `remove_timeout`) and `api.done(value)` (an already-done Future).
 Only behaviour that tornado 6 and this exercise share goes in here: tornado 6's Future is
 asyncio's, which schedules its callbacks instead of calling them inline, so the Future's
 own contract is checked elsewhere.
@@ -65,12 +65,12 @@ def done_futures_run_back_to_back(api, log):
 
 
 def moments_alternate(api, log):
-    """``yield moment`` gives up the turn: A and B take turns."""
+    """`yield moment` gives up the turn: A and B take turns."""
     return _two_workers(api, log, lambda: api.moment)
 
 
 def none_is_a_moment(api, log):
-    """``yield None`` behaves like ``yield moment``."""
+    """`yield None` behaves like `yield moment`."""
     return _two_workers(api, log, lambda: None)
 
 
@@ -183,7 +183,7 @@ def bad_yields_are_thrown_into_the_generator(api, log):
 
 
 def a_moment_spinner_cannot_starve_a_timeout(api, log):
-    """``while not fired: yield moment`` -- the timeout still fires on the next turn."""
+    """`while not fired: yield moment` -- the timeout still fires on the next turn."""
 
     @api.coroutine
     def main():

@@ -368,7 +368,7 @@ def test_yielding_none_is_the_same_as_yielding_moment(api):
 
 def _starved(got):
     if "the spinner gave up" in got:
-        return (f"the spinner took {sc.SPIN_CAP} turns without the due timeout firing: "
+        return (f"the spinner ran {sc.SPIN_CAP} times before the due timeout fired: "
                 "callbacks added during a turn ran in that same turn", "same_iteration")
     return None
 
