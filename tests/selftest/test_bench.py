@@ -213,6 +213,11 @@ def test_broken_skeleton_missing_and_hung_designs_are_reported_and_the_run_goes_
     assert rows["nopeer"].status == "missing" and "not installed" in rows["nopeer"].note
     assert rows["unloadable"].status == "failed" and "ZeroDivisionError" in rows["unloadable"].note
     assert all(rows[n].ratio["x"] is None for n in ("broken", "hangs", "nopeer"))
+    # A design that hung may still hold threads and locks: later cases skip it.
+    again = {r.design.name: r for r in bench.run_case(_case(designs, measure), 1,
+                                                      lambda text: None)}
+    assert again["hangs"].status == "failed" and "skipped: it hung" in again["hangs"].note
+    assert again["reference"].status == "measured"
 
 
 def test_sustain_repeats_a_short_scenario_and_sums_its_totals():

@@ -264,6 +264,8 @@ def run_case(case: Case, reps: int, progress: Callable[[str], None]) -> list[Row
                 case.warmup(obj, row.design)
             except Exception as exc:  # noqa: BLE001
                 _failed(row, exc)
+                if isinstance(exc, Hung):
+                    row.design._error = f"skipped: it hung in {case.id!r} ({exc})"
                 continue
         live.append(row)
     for rep in range(reps):
@@ -276,6 +278,8 @@ def run_case(case: Case, reps: int, progress: Callable[[str], None]) -> list[Row
                 row.samples.append(case.measure(row.design.get(), row.design))
             except Exception as exc:  # noqa: BLE001 - a broken design must not stop the run
                 _failed(row, exc)
+                if isinstance(exc, Hung):  # its threads may still be stuck: run it no more
+                    row.design._error = f"skipped: it hung in {case.id!r} ({exc})"
     for row in rows:
         if row.status == "measured":
             _aggregate(case, row)
