@@ -117,7 +117,8 @@ class IOLoop:
         self._timeouts: list = []
         self._sequence = itertools.count()  # equal deadlines fire in call_later order
         self._selector = selectors.DefaultSelector()
-        # The waker (a self-pipe, as in P02): one byte makes select() return.
+        # The waker (a self-pipe, as in P02): one byte makes select() return.  Written by
+        # add_callback and stop() from other threads (under _lock), read by the loop.
         self._waker_r, self._waker_w = socket.socketpair()
         self._waker_r.setblocking(False)
         self._waker_w.setblocking(False)  # a full buffer means a wakeup is already pending
