@@ -148,7 +148,7 @@ class Design:
             except Missing as exc:
                 self._error, self._missing = str(exc), True
             except NotImplementedError:
-                self._error = "not implemented yet (the skeleton)"
+                self._error = "not implemented yet (NotImplementedError)"
             except Exception as exc:  # noqa: BLE001 - a learner file may raise anything
                 self._error = f"could not be loaded: {type(exc).__name__}: {exc}"
         return self._loaded
@@ -203,6 +203,61 @@ def run_in_thread(fn: Callable[[], Any], limit: float = LIMIT, *, what: str) -> 
     if "error" in box:
         raise box["error"]
     return box.get("result")
+
+
+class Crew:
+    """Worker threads of one scenario (producers, consumers), started together.
+
+    ``wait()`` returns once every one of them has finished, and raises the first exception
+    any of them raised (a learner's ``put`` may raise) instead of waiting for threads that
+    now never will.  ``on_error`` lets the scenario interrupt its own waiting side too
+    (cancel the consumer's task, stop a loop).  Threads are daemons: a deadlocked one is
+    left behind and ``wait()`` raises ``Hung``."""
+
+    def __init__(self, targets: list[Callable[[], None]],
+                 on_error: Callable[[], None] | None = None) -> None:
+        self._lock = threading.Lock()  # guards _left and errors
+        self._left = len(targets)
+        self.errors: list[BaseException] = []
+        # Set by the last thread to finish, or by the first one that fails.
+        self._over = threading.Event()
+        self._on_error = on_error
+        self._threads = [threading.Thread(target=self._run, args=(t,), daemon=True)
+                         for t in targets]
+
+    def _run(self, target: Callable[[], None]) -> None:
+        try:
+            target()
+        except BaseException as exc:  # noqa: BLE001 - handed to wait()/check()
+            with self._lock:
+                self.errors.append(exc)
+            self._over.set()
+            if self._on_error is not None:
+                try:
+                    self._on_error()
+                except Exception:  # noqa: BLE001 - the error above is the one to report
+                    pass
+        finally:
+            with self._lock:
+                self._left -= 1
+                if self._left == 0:
+                    self._over.set()
+
+    def start(self) -> "Crew":
+        for t in self._threads:
+            t.start()
+        return self
+
+    def wait(self, limit: float = LIMIT, *, what: str = "a worker thread") -> None:
+        if not self._over.wait(limit):
+            raise Hung(f"{what} was still blocked after {limit:g} s "
+                       "(a lost wakeup or a deadlock?)")
+        self.check()
+
+    def check(self) -> None:
+        with self._lock:
+            if self.errors:
+                raise self.errors[0]
 
 
 def sustain(once: Callable[[], dict], min_seconds: float) -> dict:
@@ -295,7 +350,7 @@ def run_case(case: Case, reps: int, progress: Callable[[str], None]) -> list[Row
 def _failed(row: Row, exc: BaseException) -> None:
     row.status = "failed"
     if isinstance(exc, NotImplementedError):
-        row.note = "not implemented yet (the skeleton)"
+        row.note = "not implemented yet (NotImplementedError)"
     elif isinstance(exc, Hung):
         row.note = str(exc)
     else:

@@ -20,6 +20,7 @@ empty), so the comparison is about waking, not about one await per item.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import queue
 import threading
@@ -121,6 +122,23 @@ def in_loop(scenario, what: str):
     return bench.run_in_thread(main, what=what)
 
 
+def interrupt(loop: CountingLoop):
+    """For a Crew: a failing thread cancels the consumer's task, which is waiting for items
+    that will now never come."""
+    task = asyncio.current_task()
+    return lambda: loop.call_soon_threadsafe(task.cancel)
+
+
+@contextlib.contextmanager
+def reraise(crew: bench.Crew):
+    """Turn the consumer's cancellation by ``interrupt`` into the thread's own error."""
+    try:
+        yield
+    except asyncio.CancelledError:
+        crew.check()
+        raise
+
+
 # -- the cases ------------------------------------------------------------------------------------
 
 def burst(factory, per_producer: int) -> dict:
@@ -137,20 +155,18 @@ def burst(factory, per_producer: int) -> dict:
             for i in range(per_producer):
                 put((tag, i))
 
-        threads = [threading.Thread(target=produce, args=(p,), daemon=True)
-                   for p in range(PRODUCERS)]
-        for t in threads:
-            t.start()
+        crew = bench.Crew([lambda p=p: produce(p) for p in range(PRODUCERS)],
+                          on_error=interrupt(loop)).start()
         before = loop.wakeups()
         go.wait()  # every producer is at the line: start the clock
         start = time.perf_counter()
         got = 0
-        while got < total:
-            got += len(await channel.take())
+        with reraise(crew):
+            while got < total:
+                got += len(await channel.take())
         elapsed = time.perf_counter() - start
         wakeups = loop.wakeups() - before - 1  # minus the read in `before`
-        for t in threads:
-            t.join(bench.LIMIT)
+        crew.wait(what="a producer")
         await channel.close()
         return {"seconds": elapsed, "items": total, "wakeups": wakeups}
 
@@ -176,14 +192,14 @@ def ping_pong(factory, rounds: int) -> dict:
                 get(timeout=bench.LIMIT)
                 samples.append(time.perf_counter() - t0)
 
-        thread = threading.Thread(target=pinger, daemon=True)
-        thread.start()
+        crew = bench.Crew([pinger], on_error=interrupt(loop)).start()
         handled = 0
-        while handled < rounds:
-            for item in await channel.take():
-                back.put(item)
-                handled += 1
-        thread.join(bench.LIMIT)
+        with reraise(crew):
+            while handled < rounds:
+                for item in await channel.take():
+                    back.put(item)
+                    handled += 1
+        crew.wait(what="the pinging thread")
         await channel.close()
         return {"round_trip": samples}
 

@@ -67,20 +67,12 @@ def transfer(make, capacity: int, per_thread: int) -> dict:
             for _ in range(per_thread):
                 take()
 
-        threads = ([threading.Thread(target=produce, args=(p,), daemon=True)
-                    for p in range(PRODUCERS)]
-                   + [threading.Thread(target=consume, daemon=True) for _ in range(CONSUMERS)])
-        for t in threads:
-            t.start()
+        crew = bench.Crew([lambda p=p: produce(p) for p in range(PRODUCERS)]
+                          + [consume] * CONSUMERS).start()
         before = switches()
         go.wait()
         start = time.perf_counter()
-        deadline = time.monotonic() + bench.LIMIT
-        for t in threads:
-            t.join(max(0.0, deadline - time.monotonic()))
-            if t.is_alive():
-                raise bench.Hung(f"capacity {capacity}: a thread was still blocked after "
-                                 f"{bench.LIMIT:g} s (lost wakeup or deadlock?)")
+        crew.wait(what=f"capacity {capacity}: a producer or consumer")
         elapsed = time.perf_counter() - start
         return {"seconds": elapsed, "items": PRODUCERS * per_thread,
                 "switches": switches() - before}

@@ -114,16 +114,14 @@ class Workbook:
                 box["start"] = time.perf_counter()
                 go.wait()
 
-            threads = [threading.Thread(target=produce, daemon=True) for _ in range(THREADS)]
-            for t in threads:
-                t.start()
+            # A producer whose add_callback raises stops the loop: nothing else would.
+            crew = bench.Crew([produce] * THREADS, on_error=loop.stop).start()
             loop.add_callback(release)
             try:
                 loop.start()
             finally:
                 loop.close()
-            for t in threads:
-                t.join(bench.LIMIT)
+            crew.wait(what="a producer")
             return {"seconds": finished[0] - box["start"], "callbacks": total,
                     "writes": loop.wakeups_scheduled - box["before"]}
         return bench.run_in_thread(main, bench.LIMIT + 1, what="cross-thread add_callback")
@@ -191,16 +189,18 @@ class Tornado:
                 for _ in range(per_thread):
                     add(callback)
 
-            threads = [threading.Thread(target=produce, daemon=True) for _ in range(THREADS)]
-            for t in threads:
-                t.start()
+            crew = bench.Crew([produce] * THREADS,
+                              on_error=lambda: loop.call_soon_threadsafe(done.cancel)).start()
             before = loop.wakeups()
             start = time.perf_counter()
             go.wait()
-            end = await done
+            try:
+                end = await done
+            except asyncio.CancelledError:
+                crew.check()
+                raise
             wakeups = loop.wakeups() - before - 1
-            for t in threads:
-                t.join(bench.LIMIT)
+            crew.wait(what="a producer")
             return {"seconds": end - start, "callbacks": total, "writes": wakeups}
 
         def main():
