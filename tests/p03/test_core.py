@@ -226,12 +226,16 @@ def _forbidden() -> tuple[tuple[type, ...], tuple[str, ...]]:
     return tuple(types), ("queue", "_queue", "asyncio.queues", "multiprocessing.queues")
 
 
-def _contents(value) -> list:
+def _inside(value) -> list[tuple[str, object]]:
+    """The attributes and container elements of ``value``, one level down."""
+    if isinstance(value, (str, bytes, int, float, type, type(sys))):
+        return []
+    inner = [(f".{k}", v) for k, v in getattr(value, "__dict__", {}).items()]
     if isinstance(value, dict):
-        return list(value.values())
-    if isinstance(value, (list, tuple, set, frozenset, deque)):
-        return list(value)
-    return []
+        inner += [(f"[{k!r}]", v) for k, v in value.items()]
+    elif isinstance(value, (list, tuple, set, frozenset, deque)):
+        inner += [(f"[{i}]", v) for i, v in enumerate(value)]
+    return inner
 
 
 @pytest.mark.checkpoint("p03.no_ready_made")
@@ -239,12 +243,13 @@ def test_no_ready_made_queue_is_used_underneath(impl):
     banned, modules = _forbidden()
     cls = impl.BoundedBlockingQueue
     bad_bases = [base.__name__ for base in cls.__mro__ if any(base is b for b in banned)]
-    check(not bad_bases, f"BoundedBlockingQueue inherits from {bad_bases}")
+    check(not bad_bases, f"BoundedBlockingQueue inherits from {bad_bases}",
+          pitfall="ready_made_queue")
     for name, value in vars(impl).items():
         if any(value is b for b in banned) or (
                 isinstance(value, type(sys)) and value.__name__ in modules):
             fail(f"the module binds {name!r} to {value!r}: build the queue from "
-                 "threading primitives, not on a ready-made queue")
+                 "threading primitives, not on a ready-made queue", pitfall="ready_made_queue")
 
     def scenario():
         q = cls(3)
@@ -252,19 +257,12 @@ def test_no_ready_made_queue_is_used_underneath(impl):
         return q
 
     q = call(scenario, what="creating a queue and putting one item")
-    seen = []
-    stack = [("q", q)]
-    while stack and len(seen) < 1000:
-        where, value = stack.pop()
-        if isinstance(value, banned):
-            fail(f"{where} is a {type(value).__module__}.{type(value).__qualname__}: build "
-                 "the queue from threading primitives, not on a ready-made queue")
-        if any(value is s for s in seen) or where.count(".") + where.count("[") > 3:
-            continue
-        seen.append(value)
-        attrs = getattr(value, "__dict__", None) if value is q or not isinstance(
-            value, (str, bytes, int, float)) else None
-        for key, inner in (attrs or {}).items():
-            stack.append((f"{where}.{key}", inner))
-        for i, inner in enumerate(_contents(value)):
-            stack.append((f"{where}[{i}]", inner))
+    level = [("q", q)]
+    for _ in range(3):  # the queue, its attributes, and two levels below them
+        for where, value in level:
+            if isinstance(value, banned):
+                fail(f"{where} is a {type(value).__module__}.{type(value).__qualname__}: "
+                     "build the queue from threading primitives, not on a ready-made queue",
+                     pitfall="ready_made_queue")
+        level = [(where + key, inner) for where, value in level
+                 for key, inner in _inside(value)][:2000]

@@ -13,7 +13,7 @@ from tests.p03.support import Interrupted, MainInterrupt, call
 from workbook.testkit import check, fail
 
 
-def _outcome(mi: MainInterrupt, blocking, what: str):
+def _outcome(mi: MainInterrupt, blocking):
     """Run ``blocking()`` in the main thread under ``mi``; return (how it ended, value)."""
     with mi:
         try:
@@ -50,7 +50,7 @@ def test_an_interrupt_in_a_blocked_put_propagates_and_leaves_the_queue_unchanged
     q = impl.BoundedBlockingQueue(2)
     call(lambda: (q.put("a"), q.put("b")), what="filling a capacity-2 queue")
     mi = MainInterrupt(rescue=q.take)
-    how, value = _outcome(mi, lambda: q.put("extra"), "put('extra')")
+    how, value = _outcome(mi, lambda: q.put("extra"))
     _judge(mi, how, value, "put('extra') on a full queue")
     after = call(lambda: (len(q), q.take(), q.take(), len(q)),
                  what="len(), take(), take(), len() after the interrupted put "
@@ -67,7 +67,7 @@ def test_an_interrupt_in_a_blocked_put_propagates_and_leaves_the_queue_unchanged
 def test_an_interrupt_in_a_blocked_take_propagates_and_leaves_the_queue_unchanged(impl):
     q = impl.BoundedBlockingQueue(2)
     mi = MainInterrupt(rescue=lambda: q.put("rescue"))
-    how, value = _outcome(mi, q.take, "take()")
+    how, value = _outcome(mi, q.take)
     _judge(mi, how, value, "take() on an empty queue")
     size = call(len, q, what="len() after the interrupted take (is the lock still held?)")
     check(size == 0, f"after the interrupted take, len() is {size}, expected 0")
