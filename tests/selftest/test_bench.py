@@ -236,3 +236,28 @@ def test_figures_are_formatted_with_significant_digits_and_suffixes():
     assert bench.fmt(None) == "—"
     assert bench.fmt_ratio(0.0749) == "0.075×" and bench.fmt_ratio(0.69) == "0.69×"
     assert bench.fmt_ratio(415.2) == "415×" and bench.fmt_ratio(27.04) == "27.0×"
+
+
+def test_a_failing_worker_ends_the_crew_wait_with_its_error_while_others_still_block():
+    blocked, interrupted = threading.Event(), threading.Event()
+
+    def fails():
+        raise ValueError("put is broken")
+
+    crew = bench.Crew([lambda: blocked.wait(30), fails], on_error=interrupted.set).start()
+    try:
+        with pytest.raises(ValueError, match="put is broken"):
+            crew.wait(5)  # the blocked worker would turn this into Hung after 5 s
+        assert interrupted.is_set()
+    finally:
+        blocked.set()
+
+
+def test_a_crew_that_stays_blocked_is_reported_as_hung():
+    blocked = threading.Event()
+    crew = bench.Crew([lambda: blocked.wait(30)]).start()
+    try:
+        with pytest.raises(bench.Hung, match="still blocked"):
+            crew.wait(0.05, what="the worker")
+    finally:
+        blocked.set()

@@ -137,21 +137,23 @@ class Design:
     kind: str
     load: Callable[[], Any]
     note: str = ""
-    _loaded: Any = field(default=None, repr=False)
-    _error: str | None = field(default=None, repr=False)
-    _missing: bool = field(default=False, repr=False)
+    # Set by get(); `error` also by run_case once the design has hung.
+    loaded: Any = field(default=None, init=False, repr=False)
+    error: str | None = field(default=None, init=False)
+    missing: bool = field(default=False, init=False)
 
     def get(self) -> Any:
-        if self._loaded is None and self._error is None:
+        """What ``load()`` returned (loaded once); None with ``error`` set if it failed."""
+        if self.loaded is None and self.error is None:
             try:
-                self._loaded = self.load()
+                self.loaded = self.load()
             except Missing as exc:
-                self._error, self._missing = str(exc), True
+                self.error, self.missing = str(exc), True
             except NotImplementedError:
-                self._error = "not implemented yet (NotImplementedError)"
+                self.error = "not implemented yet (NotImplementedError)"
             except Exception as exc:  # noqa: BLE001 - a learner file may raise anything
-                self._error = f"could not be loaded: {type(exc).__name__}: {exc}"
-        return self._loaded
+                self.error = f"could not be loaded: {type(exc).__name__}: {exc}"
+        return self.loaded
 
 
 @dataclass
@@ -310,17 +312,15 @@ def run_case(case: Case, reps: int, progress: Callable[[str], None]) -> list[Row
     live: list[Row] = []
     for row in rows:
         obj = row.design.get()
-        if row.design._error is not None:
-            row.status = "missing" if row.design._missing else "failed"
-            row.note = row.design._error
+        if row.design.error is not None:
+            row.status = "missing" if row.design.missing else "failed"
+            row.note = row.design.error
             continue
         if case.warmup is not None:
             try:
                 case.warmup(obj, row.design)
-            except Exception as exc:  # noqa: BLE001
-                _failed(row, exc)
-                if isinstance(exc, Hung):
-                    row.design._error = f"skipped: it hung in {case.id!r} ({exc})"
+            except Exception as exc:  # noqa: BLE001 - a broken design must not stop the run
+                _failed(case, row, exc)
                 continue
         live.append(row)
     for rep in range(reps):
@@ -332,9 +332,7 @@ def run_case(case: Case, reps: int, progress: Callable[[str], None]) -> list[Row
             try:
                 row.samples.append(case.measure(row.design.get(), row.design))
             except Exception as exc:  # noqa: BLE001 - a broken design must not stop the run
-                _failed(row, exc)
-                if isinstance(exc, Hung):  # its threads may still be stuck: run it no more
-                    row.design._error = f"skipped: it hung in {case.id!r} ({exc})"
+                _failed(case, row, exc)
     for row in rows:
         if row.status == "measured":
             _aggregate(case, row)
@@ -347,15 +345,17 @@ def run_case(case: Case, reps: int, progress: Callable[[str], None]) -> list[Row
     return rows
 
 
-def _failed(row: Row, exc: BaseException) -> None:
+def _failed(case: Case, row: Row, exc: BaseException) -> None:
     row.status = "failed"
+    row.samples.clear()
     if isinstance(exc, NotImplementedError):
         row.note = "not implemented yet (NotImplementedError)"
     elif isinstance(exc, Hung):
         row.note = str(exc)
+        # Its threads may still be stuck holding locks: later cases do not run it again.
+        row.design.error = f"skipped: it hung in {case.id!r} ({exc})"
     else:
         row.note = f"raised {type(exc).__name__}: {exc}"
-    row.samples.clear()
 
 
 # -- the command line ----------------------------------------------------------------------------
