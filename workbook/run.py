@@ -92,11 +92,19 @@ def check_source(target: Path) -> str | None:
 
 def pytest_command(problem: manifest.Problem, target: Path, report: Path,
                    python: str = sys.executable) -> list[str]:
+    return [python, "-m", "pytest", *pytest_args(problem, target, report)]
+
+
+def pytest_args(problem: manifest.Problem, target: Path, report: Path | None, *,
+                root: Path = ROOT) -> list[str]:
+    """pytest's arguments for one acceptance run.  ``root`` is the directory holding
+    ``workbook/`` and ``tests/`` (grading runs a staged copy); no ``report``, no file report."""
+    tests = root / problem.tests_dir.relative_to(ROOT)
     return [
-        python, "-m", "pytest", str(problem.tests_dir),
-        "-p", "workbook.plugin", "-p", "no:cacheprovider",
-        "--problem", problem.id, "--target", str(target), "--report", str(report),
-        "--rootdir", str(ROOT), "-q", "--no-header", "-rN", "--tb=no",
+        str(tests), "-p", "workbook.plugin", "-p", "no:cacheprovider",
+        "--problem", problem.id, "--target", str(target),
+        *(["--report", str(report)] if report is not None else []),
+        "--rootdir", str(root), "-q", "--no-header", "-rN", "--tb=no",
         "--timeout", str(TEST_TIMEOUT), "--timeout-method", "signal",
     ]
 
