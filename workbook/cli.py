@@ -211,7 +211,9 @@ def _no_args(name: str, argv: list[str]) -> None:
 
 HANDLERS = {"all": cmd_all, "list": cmd_list, "status": cmd_status, "hint": cmd_hint,
             "book": cmd_book, "demo": cmd_demo, "bench": cmd_bench, "grade": cmd_grade,
-            "selftest": cmd_selftest}
+            "selftest": cmd_selftest,
+            "gradescope-bundle": lambda argv: int(
+                importlib.import_module("workbook.grade").bundle_main(argv))}
 
 
 def usage() -> str:
