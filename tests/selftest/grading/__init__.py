@@ -1,0 +1,1 @@
+"""A battery of generated submissions (correct, partly wrong, hostile) for the grader."""

@@ -1,0 +1,628 @@
+"""Generate a folder of submissions with known right answers, and check a gradebook against it.
+
+Everything is derived from the manifests and the shipped files of the problems that exist:
+the reference, the alternates, the pitfalls (made self-contained, since a submission cannot
+import ``solutions``) and the skeleton; plus hostile files that try to break the grader.
+
+    python -m tests.selftest.grading.battery OUT_DIR [--count 40] [--problem pNN ...]
+
+writes ``OUT_DIR/submissions/`` and ``OUT_DIR/expected.json``.  ``measure.py`` grades it.
+
+Safety: every hostile file caps itself (at most 400 forks, 3 GiB, 64 MiB of output, sleepers
+that exit on their own), so even outside the sandbox it cannot take the machine down.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workbook import ROOT, manifest, run
+
+# -- sources --------------------------------------------------------------------------------
+
+_EMBED = '''import sys as _wb_sys
+import types as _wb_types
+
+
+def _wb_embed(name, source):
+    """Register ``source`` as the module ``name``: this file carries its own copy."""
+    parts = name.split(".")
+    for i in range(1, len(parts)):
+        package = ".".join(parts[:i])
+        if package not in _wb_sys.modules:
+            module = _wb_types.ModuleType(package)
+            module.__path__ = []
+            _wb_sys.modules[package] = module
+    module = _wb_types.ModuleType(name)
+    module.__file__ = "<embedded " + name + ">"
+    _wb_sys.modules[name] = module
+    exec(compile(source, module.__file__, "exec"), module.__dict__)
+    setattr(_wb_sys.modules[".".join(parts[:-1])], parts[-1], module)
+
+
+'''
+
+_IMPORTS = re.compile(r"^\s*(?:from\s+(solutions(?:\.\w+)+)\s+import|import\s+(solutions(?:\.\w+)+))",
+                      re.M)
+
+
+def _split_future(source: str) -> tuple[str, str]:
+    lines = source.splitlines()
+    future = [ln for ln in lines if ln.startswith("from __future__ import")]
+    rest = [ln for ln in lines if not ln.startswith("from __future__ import")]
+    return "\n".join(future), "\n".join(rest) + "\n"
+
+
+def self_contained(path: Path) -> str:
+    """``path``'s source with every ``solutions.*`` module it imports embedded in it."""
+    source = path.read_text("utf-8")
+    needed: list[str] = []
+
+    def collect(text: str) -> None:
+        for match in _IMPORTS.finditer(text):
+            name = match.group(1) or match.group(2)
+            if name not in needed:
+                collect((ROOT / (name.replace(".", "/") + ".py")).read_text("utf-8"))
+                needed.append(name)  # dependencies first
+
+    collect(source)
+    if not needed:
+        return source
+    future, rest = _split_future(source)
+    embeds = "".join(
+        f"_wb_embed({name!r}, {(ROOT / (name.replace('.', '/') + '.py')).read_text('utf-8')!r})\n"
+        for name in needed)
+    return f"{future}\n{_EMBED}{embeds}\n{rest}"
+
+
+def reference(p: manifest.Problem) -> str:
+    return p.solution_file.read_text("utf-8")
+
+
+def skeleton(p: manifest.Problem) -> str:
+    return p.learner_file.read_text("utf-8")
+
+
+def with_prelude(prelude: str, body: str) -> str:
+    """``prelude`` runs first (after the body's ``from __future__`` lines)."""
+    future, rest = _split_future(body)
+    return f"{future}\n{prelude}\n{rest}"
+
+
+def with_epilogue(body: str, epilogue: str) -> str:
+    return f"{body}\n\n{epilogue}\n"
+
+
+# The test that pytest is starting right now, seen from a trace function: the frame of a
+# ``test_*`` function called by pytest's own ``pytest_pyfunc_call``.
+_TEST_TRACE = '''
+import sys as _h_sys
+
+
+def _h_is_test_call(frame, event):
+    return (event == "call" and frame.f_code.co_name.startswith("test_")
+            and frame.f_back is not None
+            and frame.f_back.f_code.co_name == "pytest_pyfunc_call")
+'''
+
+HOSTILE = {
+    "syntax_error": lambda p, ctx: skeleton(p) + "\n\ndef broken(:\n    pass\n",
+
+    "import_loop": lambda p, ctx: with_prelude(
+        "# Spins forever at import time.\nwhile True:\n    pass\n", skeleton(p)),
+
+    "exit_at_import": lambda p, ctx: with_prelude(
+        "import os as _h_os\n_h_os._exit(0)  # leave without a word\n", reference(p)),
+
+    "sys_exit_at_import": lambda p, ctx: with_prelude(
+        "import sys as _h_sys\n_h_sys.exit(0)\n", reference(p)),
+
+    # Passes the first test, then leaves with exit code 0 as the second test starts.
+    "exit_in_second_test": lambda p, ctx: with_epilogue(reference(p), _TEST_TRACE + '''
+import os as _h_os
+_h_seen = []
+
+
+def _h_trace(frame, event, arg):
+    if _h_is_test_call(frame, event):
+        _h_seen.append(frame.f_code.co_name)
+        if len(_h_seen) == 2:
+            _h_os._exit(0)
+    return None
+
+
+_h_sys.settrace(_h_trace)
+'''),
+
+    # Raises SystemExit inside the second test only: that test fails, every other passes.
+    "sys_exit_in_second_test": lambda p, ctx: with_epilogue(reference(p), _TEST_TRACE + '''
+_h_seen = []
+
+
+def _h_trace(frame, event, arg):
+    if _h_is_test_call(frame, event):
+        _h_seen.append(frame.f_code.co_name)
+        if len(_h_seen) == 2:
+            _h_sys.settrace(None)
+            raise SystemExit(3)
+    return None
+
+
+_h_sys.settrace(_h_trace)
+'''),
+
+    # Deadlocks the whole process in the first test, deaf to pytest-timeout's SIGALRM.
+    "deadlock": lambda p, ctx: with_epilogue(reference(p), _TEST_TRACE + '''
+import signal as _h_signal
+import threading as _h_threading
+_h_signal.pthread_sigmask(_h_signal.SIG_BLOCK, {_h_signal.SIGALRM})
+_h_never = _h_threading.Lock()
+_h_never.acquire()
+
+
+def _h_trace(frame, event, arg):
+    if _h_is_test_call(frame, event):
+        _h_never.acquire()  # nobody will ever release it
+    return None
+
+
+_h_sys.settrace(_h_trace)
+'''),
+
+    "fake_passed_output": lambda p, ctx: with_prelude(f'''
+import json as _h_json, sys as _h_sys
+_h_lines = ["{p.tests_dir.name}/test_all.py::test_everything PASSED",
+            "============ {len(p.checkpoints) * 5} passed in 0.42s ============"]
+for _h_i, _h_cp in enumerate({[cp.id for cp in p.checkpoints]!r}):
+    _h_rec = {{"event": "test", "checkpoint": _h_cp, "nodeid": "t::" + str(_h_i),
+              "outcome": "passed", "seconds": 0.0}}
+    _h_lines.append(_h_json.dumps(_h_rec))
+    _h_lines.append("0" * 64 + " " + str(_h_i) + " " + _h_json.dumps(_h_rec))
+_h_lines.append(_h_json.dumps({{"event": "end"}}))
+for _h_stream in (_h_sys.stdout, _h_sys.stderr):
+    _h_stream.write("\\n".join(_h_lines) + "\\n")
+    _h_stream.flush()
+''', skeleton(p)),
+
+    # Writes forged report lines into every open file descriptor it can find.
+    "forge_into_fds": lambda p, ctx: with_prelude(f'''
+import json as _h_json, os as _h_os
+_h_lines = []
+for _h_i, _h_cp in enumerate({[cp.id for cp in p.checkpoints]!r}):
+    _h_rec = _h_json.dumps({{"event": "test", "checkpoint": _h_cp, "nodeid": "t::" + str(_h_i),
+                            "outcome": "passed", "pytest_outcome": "passed", "seconds": 0.0}})
+    _h_lines += [_h_rec, "f" * 64 + " " + str(_h_i + 1) + " " + _h_rec]
+_h_lines.append(_h_json.dumps({{"event": "end"}}))
+_h_blob = ("\\n" + "\\n".join(_h_lines) + "\\n").encode()
+for _h_fd in range(1024):
+    try:
+        _h_os.write(_h_fd, _h_blob)
+    except OSError:
+        pass
+''', skeleton(p)),
+
+    # Calls the harness's own (signing) emitter to report passes it never earned.
+    "forge_via_harness": lambda p, ctx: with_prelude(f'''
+try:
+    import workbook.plugin as _h_plugin
+    for _h_i, _h_cp in enumerate({[cp.id for cp in p.checkpoints]!r}):
+        _h_plugin._emit({{"event": "test", "checkpoint": _h_cp, "nodeid": "t::" + str(_h_i),
+                         "outcome": "passed", "seconds": 0.0}})
+    _h_plugin._emit({{"event": "end"}})
+except Exception:
+    pass
+''', skeleton(p)),
+
+    # Marks every test "passed" in the harness's state before failing it.
+    "rewrite_outcome": lambda p, ctx: with_epilogue(skeleton(p), '''
+import functools as _h_functools
+import workbook.plugin as _h_plugin
+
+
+def _h_forge(fn):
+    @_h_functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        _h_plugin._STATE["outcome"] = {"outcome": "passed"}
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+for _h_name, _h_obj in list(globals().items()):
+    if isinstance(_h_obj, type) and _h_obj.__module__ == __name__:
+        for _h_attr, _h_value in list(vars(_h_obj).items()):
+            if callable(_h_value) and (not _h_attr.startswith("_") or _h_attr == "__init__"):
+                setattr(_h_obj, _h_attr, _h_forge(_h_value))
+    elif callable(_h_obj) and getattr(_h_obj, "__module__", None) == __name__ \\
+            and not _h_name.startswith("_"):
+        globals()[_h_name] = _h_forge(_h_obj)
+'''),
+
+    "fork_bomb": lambda p, ctx: with_prelude('''
+import os as _h_os, time as _h_time
+_h_forks = 0
+try:
+    for _ in range(400):  # a cap: never more than 400 processes, sandbox or not
+        if _h_os.fork() == 0:
+            try:
+                _h_os.setsid()  # try to leave the process group
+            except OSError:
+                pass
+            _h_time.sleep(60)
+            _h_os._exit(0)
+        _h_forks += 1
+except OSError as _h_exc:
+    raise RuntimeError(f"fork bomb stopped by the process limit after {_h_forks} forks")
+raise RuntimeError("fork bomb was NOT stopped")
+''', reference(p)),
+
+    "memory_bomb": lambda p, ctx: with_prelude('''
+_h_chunks = []
+try:
+    for _ in range(12):  # a cap: 3 GiB, sandbox or not
+        _h_chunks.append(b"x" * (256 << 20))
+except MemoryError:
+    del _h_chunks
+    raise RuntimeError("memory bomb stopped by the memory limit")
+raise RuntimeError("memory bomb was NOT stopped")
+''', reference(p)),
+
+    "huge_output": lambda p, ctx: with_prelude('''
+import sys as _h_sys
+_h_line = "PASSED " * 9000 + "\\n"
+for _ in range(1000):  # about 63 MB on stdout, then 6 MB on stderr
+    _h_sys.stdout.write(_h_line)
+for _ in range(100):
+    _h_sys.stderr.write(_h_line)
+_h_sys.stdout.flush()
+''', reference(p)),
+
+    # Tries to kill the grader (its parent, the parent's group, anything named workbook).
+    "kill_parent": lambda p, ctx: with_prelude('''
+import os as _h_os, signal as _h_signal
+for _h_attempt in (lambda: _h_os.kill(_h_os.getppid(), _h_signal.SIGKILL),
+                   lambda: _h_os.killpg(_h_os.getpgid(_h_os.getppid()), _h_signal.SIGKILL)
+                   if _h_os.getpgid(_h_os.getppid()) not in (0, _h_os.getpgrp()) else None):
+    try:
+        _h_attempt()
+    except OSError:
+        pass
+for _h_pid in _h_os.listdir("/proc"):
+    if _h_pid.isdigit() and int(_h_pid) not in (_h_os.getpid(), _h_os.getpgrp()):
+        try:
+            with open(f"/proc/{_h_pid}/cmdline", "rb") as _h_f:
+                if b"workbook" in _h_f.read():
+                    _h_os.kill(int(_h_pid), _h_signal.SIGKILL)
+        except OSError:
+            pass
+''', reference(p)),
+
+    # Tries to read or import the reference; if it could, it would score like it.
+    "read_solutions": lambda p, ctx: f'''from __future__ import annotations
+import importlib as _h_importlib, sys as _h_sys
+_h_stolen = None
+for _h_path in {[str(p.solution_file), str(ROOT / "solutions" / "__init__.py")]!r}:
+    try:
+        with open(_h_path) as _h_f:
+            _h_text = _h_f.read()
+        if "class" in _h_text:
+            _h_stolen = _h_text
+            break
+    except OSError:
+        pass
+if _h_stolen is None:
+    try:
+        _h_sys.path.insert(0, {str(ROOT)!r})
+        _h_stolen = open(_h_importlib.import_module({"solutions." + p.module!r}).__file__).read()
+    except Exception:
+        pass
+if _h_stolen is not None:
+    exec(compile(_h_stolen, "stolen", "exec"), globals())
+else:
+{_indent(skeleton_body(p))}
+''',
+
+    # Leaves a daemonised grandchild behind (a new session, out of the process group).
+    "orphan": lambda p, ctx: with_prelude(f'''
+import os as _h_os, sys as _h_sys
+_h_pid = _h_os.fork()
+if _h_pid == 0:
+    _h_os.setsid()
+    if _h_os.fork() == 0:
+        _h_os.execv(_h_sys.executable, [_h_sys.executable, "-c",
+                                        "import time; time.sleep(90)", {ctx.marker!r}])
+    _h_os._exit(0)
+_h_os.waitpid(_h_pid, 0)
+''', reference(p)),
+
+    # Replaces every open descriptor with /dev/null: the report goes nowhere.
+    "silence_report": lambda p, ctx: with_prelude('''
+import os as _h_os
+_h_null = _h_os.open(_h_os.devnull, _h_os.O_WRONLY)
+for _h_fd in range(3, 1024):
+    if _h_fd != _h_null:
+        try:
+            _h_os.fstat(_h_fd)
+            _h_os.dup2(_h_null, _h_fd)
+        except OSError:
+            pass
+''', reference(p)),
+
+    # Asserts the sandbox from inside: a correct solution that fails to import otherwise.
+    "sandbox_probe": lambda p, ctx: with_prelude(f'''
+import os as _h_os, resource as _h_resource, socket as _h_socket
+_h_problems = []
+if {ctx.isolation != "none"!r} and _h_os.getuid() == 0:
+    _h_problems.append("runs as root")
+for _h_path in {[str(q.solution_file) for q in manifest.problems().values()]!r}:
+    try:
+        open(_h_path).close()
+        _h_problems.append("can read " + _h_path)
+    except OSError:
+        pass
+for _h_name in ("RLIMIT_CPU", "RLIMIT_AS", "RLIMIT_NPROC", "RLIMIT_FSIZE", "RLIMIT_NOFILE"):
+    if _h_resource.getrlimit(getattr(_h_resource, _h_name))[0] == _h_resource.RLIM_INFINITY:
+        _h_problems.append(_h_name + " is not set")
+if {ctx.isolation == "namespaces"!r}:
+    _h_names = sorted(name for _, name in _h_socket.if_nameindex())
+    if _h_names != ["lo"]:
+        _h_problems.append("network interfaces " + repr(_h_names))
+    if _h_os.getppid() != 1:
+        _h_problems.append("not in its own PID namespace")
+if _h_problems:
+    raise RuntimeError("sandbox probe: " + "; ".join(_h_problems))
+''', reference(p)),
+}
+
+
+def skeleton_body(p: manifest.Problem) -> str:
+    future, rest = _split_future(skeleton(p))
+    return rest
+
+
+def _indent(text: str) -> str:
+    return "\n".join(("    " + line) if line.strip() else "" for line in text.splitlines()) \
+        or "    pass"
+
+
+#: Hostile kinds that need the per-slot uid to be graded as expected (not root: skipped).
+NEEDS_PRIVILEGE = {"kill_parent", "read_solutions"}
+
+
+# -- the battery ----------------------------------------------------------------------------
+
+@dataclass
+class Context:
+    marker: str
+    isolation: str
+
+
+@dataclass
+class Battery:
+    root: Path
+    expected: dict[str, dict[str, dict]] = field(default_factory=dict)
+    marker: str = ""
+
+    def save(self) -> None:
+        (self.root / "expected.json").write_text(json.dumps(
+            {"marker": self.marker, "expected": self.expected}, indent=1), "utf-8")
+
+    @classmethod
+    def load(cls, root: Path) -> "Battery":
+        doc = json.loads((root / "expected.json").read_text("utf-8"))
+        return cls(root, doc["expected"], doc["marker"])
+
+    @property
+    def submissions(self) -> Path:
+        return self.root / "submissions"
+
+
+def _write(folder: Path, p: manifest.Problem, source: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / p.learner_file.name).write_text(source, "utf-8")
+
+
+def _full(p: manifest.Problem) -> dict:
+    return {"status": "ok", "score": p.points}
+
+
+def _hostile_expectation(kind: str, p: manifest.Problem) -> dict:
+    zero_error = lambda *reasons: {"status": "error", "score": 0, "reason": list(reasons)}  # noqa
+    return {
+        "syntax_error": zero_error("syntax error"),
+        "import_loop": zero_error("timed out while importing"),
+        "exit_at_import": zero_error("incomplete"),
+        "sys_exit_at_import": zero_error("import error", "SystemExit"),
+        "exit_in_second_test": {"status": "error", "reason": ["incomplete"],
+                                "score_rule": "first_test_only"},
+        "sys_exit_in_second_test": {"status": "ok", "score_rule": "all_but_second_test"},
+        "deadlock": zero_error("timed out"),
+        "fake_passed_output": {"status": "ok", "score": 0},
+        "forge_into_fds": zero_error("tampered", "forged"),
+        "forge_via_harness": zero_error("tampered"),
+        "rewrite_outcome": zero_error("tampered"),
+        "fork_bomb": zero_error("stopped by the process limit"),
+        "memory_bomb": zero_error("stopped by the memory limit"),
+        "huge_output": {**_full(p), "note": "printed"},
+        "kill_parent": _full(p),
+        "read_solutions": {"status": "ok", "score": 0},
+        "orphan": _full(p),
+        "silence_report": zero_error("incomplete", "crashed"),
+        "sandbox_probe": _full(p),
+    }[kind]
+
+
+def build(root: Path, problems: list[manifest.Problem], *, count: int | None = None,
+          hostile: list[str] | None = None, isolation: str = "namespaces") -> Battery:
+    """Write the submissions under ``root/submissions`` and return their expectations.
+
+    Fixed part: every problem's reference, skeleton, alternates, a nested layout, a lone
+    file, an empty folder, and each hostile kind (aimed at the problems in turn).  The rest,
+    up to ``count`` submissions, mixes one pitfall per problem."""
+    battery = Battery(root, marker=f"workbook-orphan-{uuid.uuid4().hex[:12]}")
+    ctx = Context(battery.marker, isolation)
+    subs = battery.submissions
+    subs.mkdir(parents=True)
+    exp = battery.expected
+
+    def add(name: str, per_problem: dict[str, dict]) -> None:
+        exp[name] = {p.id: per_problem.get(p.id, {"status": "not_submitted", "score": 0})
+                     for p in problems}
+
+    for p in problems:
+        _write(subs / "reference", p, reference(p))
+        _write(subs / "skeleton", p, skeleton(p))
+        _write(subs / "nested" / "mine", p, reference(p))
+    add("reference", {p.id: _full(p) for p in problems})
+    add("skeleton", {p.id: {"status": "ok", "score": 0} for p in problems})
+    add("nested", {p.id: _full(p) for p in problems})
+    (subs / "empty").mkdir()
+    add("empty", {})
+    first = problems[0]
+    (subs / f"dave_{first.module}.py").write_text(reference(first), "utf-8")
+    add("dave", {first.id: _full(first)})
+    link = subs / "mallory-link"
+    link.mkdir()
+    (link / first.learner_file.name).symlink_to(first.solution_file)
+    add("mallory-link", {first.id: {"status": "error", "score": 0,
+                                    "reason": ["symbolic link"]}})
+    for p in problems:
+        for path in sorted(p.alternates_dir.glob("*.py")):
+            name = f"alt-{p.id}-{path.stem}"
+            _write(subs / name, p, self_contained(path))
+            add(name, {p.id: _full(p)})
+    kinds = [k for k in (hostile if hostile is not None else HOSTILE)
+             if isolation != "none" or k not in NEEDS_PRIVILEGE]
+    for i, kind in enumerate(kinds):
+        p = problems[i % len(problems)]
+        name = f"hostile-{kind.replace('_', '-')}"
+        _write(subs / name, p, HOSTILE[kind](p, ctx))
+        add(name, {p.id: _hostile_expectation(kind, p)})
+    mixed = max(0, (count or 0) - len(exp))
+    for k in range(mixed):
+        name = f"mixed-{k + 1:02d}"
+        per = {}
+        for j, p in enumerate(problems):
+            if not p.pitfalls:
+                continue
+            pit = p.pitfalls[(k + j) % len(p.pitfalls)]
+            _write(subs / name, p, self_contained(p.pitfall_file(pit.name)))
+            lost = sum(p.checkpoint(c).points for c in pit.fails)
+            per[p.id] = {"status": "ok", "fails": list(pit.fails), "score_max": p.points - lost,
+                         "pitfall": pit.name}
+        add(name, per)
+    battery.save()
+    return battery
+
+
+# -- checking -------------------------------------------------------------------------------
+
+def collection_order(p: manifest.Problem) -> list[tuple[str, str]]:
+    """The acceptance set's tests in run order with their checkpoints, collected here
+    directly with pytest (independently of the grader and its sandbox)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        empty = Path(tmp) / f"{p.module}.py"
+        empty.write_text("", "utf-8")
+        report = Path(tmp) / "report.jsonl"
+        out = subprocess.run([sys.executable, "-m", "pytest",
+                              *run.pytest_args(p, empty, report), "--collect-only"],
+                             cwd=ROOT, capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+        nodeids = [ln.strip() for ln in out.stdout.splitlines() if "::" in ln]
+        tests = next(json.loads(ln)["tests"] for ln in report.read_text().splitlines()
+                     if json.loads(ln).get("event") == "collected")
+    checkpoint_of = {n: cp for cp, ids in tests.items() for n in ids}
+    return [(n, checkpoint_of[n]) for n in nodeids]
+
+
+def _rule_score(rule: str, p: manifest.Problem, order: list[tuple[str, str]]) -> int:
+    count = {}
+    for _, cp in order:
+        count[cp] = count.get(cp, 0) + 1
+    if rule == "first_test_only":  # only test 1 reported: its checkpoint if that is all of it
+        cp = order[0][1]
+        return p.checkpoint(cp).points if count[cp] == 1 else 0
+    if rule == "all_but_second_test":
+        return p.points - p.checkpoint(order[1][1]).points
+    raise ValueError(rule)
+
+
+def mismatches(doc: dict, battery: Battery, problems: list[manifest.Problem]) -> list[str]:
+    """Every way the gradebook ``doc`` differs from the battery's expectations."""
+    found = []
+    orders: dict[str, list] = {}
+    by_id = {p.id: p for p in problems}
+    for name, per_problem in sorted(battery.expected.items()):
+        row = doc["rows"].get(name)
+        if row is None:
+            found.append(f"{name}: no row")
+            continue
+        for pid, want in per_problem.items():
+            got = row["problems"].get(pid)
+            where = f"{name}/{pid}"
+            if got is None:
+                found.append(f"{where}: not graded")
+                continue
+            if got["status"] != want["status"]:
+                found.append(f"{where}: status {got['status']} ({got.get('reason')}), "
+                             f"expected {want['status']}")
+            reasons = want.get("reason")
+            if reasons and not any(r in (got.get("reason") or "") for r in reasons):
+                found.append(f"{where}: reason {got.get('reason')!r}, expected one of {reasons}")
+            score = want.get("score")
+            if "score_rule" in want:
+                p = by_id[pid]
+                if pid not in orders:
+                    orders[pid] = collection_order(p)
+                score = _rule_score(want["score_rule"], p, orders[pid])
+            if score is not None and got["score"] != score:
+                found.append(f"{where}: score {got['score']}, expected {score} "
+                             f"({got.get('reason')})")
+            if "score_max" in want and got["score"] > want["score_max"]:
+                found.append(f"{where}: score {got['score']} above {want['score_max']}")
+            passed = {c["id"] for c in got["checkpoints"] if c["status"] == "passed"}
+            for cp in want.get("fails", []):
+                if cp in passed:
+                    found.append(f"{where}: {cp} passed ({want.get('pitfall')} must fail it)")
+            if want.get("note") and not any(want["note"] in n for n in got.get("notes", [])):
+                found.append(f"{where}: no note about {want['note']!r}: {got.get('notes')}")
+    return found
+
+
+def marker_processes(marker: str) -> list[int]:
+    """Processes whose command line carries ``marker`` (the orphan hostile's sleeper)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if marker.encode() in f.read():
+                        found.append(int(pid))
+            except OSError:
+                pass
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--count", type=int, default=40)
+    parser.add_argument("--problem", nargs="+")
+    args = parser.parse_args(argv)
+    problems = [manifest.get(p) for p in args.problem] if args.problem \
+        else list(manifest.problems().values())
+    isolation = "none" if os.geteuid() != 0 else "namespaces"
+    battery = build(args.out, problems, count=args.count, isolation=isolation)
+    print(f"{len(battery.expected)} submissions in {battery.submissions}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

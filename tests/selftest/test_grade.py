@@ -1,0 +1,410 @@
+"""Instructor grading: the sandbox, the report's integrity, scoring, the gradebook, exports.
+
+The battery here is P01's share of ``tests/selftest/grading/battery.py`` (every hostile kind,
+the reference, alternates, skeleton, odd layouts) graded once with ``--jobs 2`` and a short
+wall-clock limit; the full 40-submission battery across all problems is
+``python -m tests.selftest.grading.measure`` (slower, reports throughput).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.selftest.conftest import cli
+from tests.selftest.grading import battery
+from workbook import ROOT, grade, manifest, sandbox
+
+P01 = manifest.get("p01")
+LIMIT = "20"  # seconds: the wall clock of one run in these tests (the reference needs ~3)
+SLOTS = (0, 1)  # --jobs 2
+
+
+def _forbidden() -> list[Path]:
+    return [p.solution_file for p in manifest.problems().values()]
+
+
+ISOLATION = sandbox.detect(_forbidden()).mode
+
+
+def _grade(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return cli("grade", *args, "--time-limit", LIMIT, timeout=timeout)
+
+
+def _sandbox_processes() -> list[int]:
+    if ISOLATION == "none":
+        return []
+    return [pid for slot in SLOTS for pid in sandbox.processes_of(sandbox.UID_BASE + slot)]
+
+
+def _flat(text: str) -> str:
+    """The text with every run of whitespace as one space (tables wrap their captions)."""
+    return " ".join(text.split())
+
+
+def _wait_for_no_sandbox_process(seconds: float = 10) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while _sandbox_processes() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return _sandbox_processes()
+
+
+# -- the report's integrity, without running anything ---------------------------------------
+
+KEY = b"k" * 32
+
+
+def _line(seq: int, record: dict, key: bytes = KEY) -> bytes:
+    body = json.dumps(record, separators=(",", ":"))
+    return f"{sandbox.sign(key, seq, body)} {seq} {body}".encode()
+
+
+def _reader() -> sandbox.ReportReader:
+    return sandbox.ReportReader(-1, KEY)  # fed by hand: its thread never starts
+
+
+def test_a_report_line_without_the_key_is_counted_as_forged_and_ignored():
+    reader = _reader()
+    reader.feed(_line(0, {"event": "start"}))
+    reader.feed(_line(1, {"event": "test", "outcome": "passed"}, key=b"x" * 32))
+    reader.feed(b'{"event": "test", "outcome": "passed"}')
+    reader.feed(b"0" * 64 + b' 1 {"event": "end"}')
+    assert reader.records == [{"event": "start"}]
+    assert reader.forged == 3 and reader.violation is None
+
+
+def test_a_gap_or_a_replay_in_the_sequence_stops_the_report_there():
+    reader = _reader()
+    reader.feed(_line(0, {"event": "start"}))
+    reader.feed(_line(0, {"event": "start"}))  # a replayed record
+    reader.feed(_line(1, {"event": "end"}))
+    assert reader.records == [{"event": "start"}]
+    assert "record 0 arrived where 1 was due" in reader.violation
+
+
+TRUSTED = [("t.py::test_a", "p01.fifo"), ("t.py::test_b", "p01.fifo"), ("t.py::test_c", "p01.stop")]
+
+
+def _honest_run(**changes) -> list[dict]:
+    records = [{"event": "start"}, {"event": "collected", "count": 3}]
+    records += [{"event": "item", "nodeid": n, "checkpoint": c} for n, c in TRUSTED]
+    records += [{"event": "test", "nodeid": n, "checkpoint": c, "outcome": "passed",
+                 "pytest_outcome": "passed"} for n, c in TRUSTED]
+    records.append({"event": "end"})
+    for index, record in changes.items():
+        records[int(index[1:])] = record
+    return records
+
+
+def test_an_honest_run_passes_the_crosscheck_whole():
+    accepted, facts = grade.crosscheck(_honest_run(), TRUSTED)
+    assert facts == {"ended": True, "violation": None}
+    assert [r["event"] for r in accepted] == ["collected", "test", "test", "test", "end"]
+
+
+@pytest.mark.parametrize("index,record,why", [
+    ("i5", {"event": "test", "nodeid": "t.py::test_b", "checkpoint": "p01.fifo",
+            "outcome": "passed"}, "where 't.py::test_a' was due"),
+    ("i1", {"event": "test", "nodeid": "t.py::test_a", "checkpoint": "p01.fifo",
+            "outcome": "passed"}, "before the tests were collected"),
+    ("i6", {"event": "test", "nodeid": "t.py::test_b", "checkpoint": "p01.fifo",
+            "outcome": "passed", "pytest_outcome": "failed"}, "failed but was reported as passed"),
+    ("i2", {"event": "item", "nodeid": "t.py::test_x", "checkpoint": "p01.fifo"},
+     "differ from the acceptance set"),
+    ("i1", {"event": "collected", "count": 9}, "9 tests collected"),
+    ("i7", {"event": "integrity", "changed": ["workbook.testkit.check"]},
+     "harness objects were replaced: workbook.testkit.check"),
+], ids=["out_of_order", "before_collection", "failed_as_passed", "other_tests", "wrong_count",
+        "harness_replaced"])
+def test_the_crosscheck_keeps_only_what_came_before_a_departure(index, record, why):
+    records = _honest_run(**{index: record})
+    accepted, facts = grade.crosscheck(records, TRUSTED)
+    assert why in facts["violation"]
+    assert not facts["ended"]
+    kept = [r for r in accepted if r["event"] == "test"]
+    assert len(kept) < 3 and all(r in records[:int(index[1:])] for r in kept)
+
+
+def test_the_gradebook_file_is_replaced_whole_and_leaves_no_temporary_file(tmp_path):
+    target = tmp_path / "gradebook.json"
+    target.write_text("old")
+    grade.atomic_write(target, b"new contents")
+    assert target.read_bytes() == b"new contents"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gradebook.json"]
+
+
+# -- finding submissions --------------------------------------------------------------------
+
+def test_discovery_finds_folders_nested_files_and_lone_files_and_refuses_links(tmp_path):
+    p02 = manifest.get("p02")
+    (tmp_path / "ann" / "mine").mkdir(parents=True)
+    (tmp_path / "ann" / "mine" / P01.learner_file.name).write_text("x = 1\n")
+    (tmp_path / "ann" / "old" / "deeper").mkdir(parents=True)
+    (tmp_path / "ann" / "old" / "deeper" / P01.learner_file.name).write_text("x = 2\n")
+    (tmp_path / f"bob_{p02.module}.py").write_text("x = 3\n")
+    (tmp_path / "eve").mkdir()
+    (tmp_path / "eve" / P01.learner_file.name).symlink_to(P01.solution_file)
+    (tmp_path / "zed").mkdir()
+    (tmp_path / "zed" / P01.learner_file.name).write_bytes(b"#" * (grade.MAX_FILE + 1))
+    (tmp_path / ".hidden").mkdir()
+    (tmp_path / "notes.txt").write_text("not a submission")
+    found = {s.name: s for s in grade.discover(tmp_path, [P01, p02])}
+    assert sorted(found) == ["ann", "bob", "eve", "zed"]
+    assert found["ann"].files == {"p01": tmp_path / "ann" / "mine" / P01.learner_file.name}
+    assert found["bob"].files == {"p02": tmp_path / f"bob_{p02.module}.py"}
+    assert "symbolic link" in found["eve"].refused["p01"] and not found["eve"].files
+    assert "too large" in found["zed"].refused["p01"]
+
+
+# -- the battery: every kind of submission, graded once -------------------------------------
+
+def _battery_names() -> list[str]:
+    names = ["reference", "skeleton", "nested", "empty", "dave", "mallory-link"]
+    names += [f"alt-p01-{p.stem}" for p in sorted(P01.alternates_dir.glob("*.py"))]
+    kinds = [k for k in battery.HOSTILE
+             if ISOLATION != "none" or k not in battery.NEEDS_PRIVILEGE]
+    return names + [f"hostile-{k.replace('_', '-')}" for k in kinds]
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """P01's battery graded with --jobs 2: (battery, gradebook, cli output, seconds)."""
+    root = tmp_path_factory.mktemp("battery")
+    bat = battery.build(root, [P01], isolation=ISOLATION)
+    started = time.monotonic()
+    out = _grade(str(bat.submissions), "--problem", "p01", "--jobs", "2", "--format", "json",
+                 "--out", str(root / "gradebook.json"))
+    seconds = time.monotonic() - started
+    doc = json.loads((root / "gradebook.json").read_text())
+    return bat, doc, out, seconds
+
+
+def test_the_battery_grades_to_the_end_with_exit_code_0(graded):
+    bat, doc, out, seconds = graded
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert sorted(doc["rows"]) == sorted(bat.expected)
+    assert doc["isolation"] == ISOLATION
+
+
+@pytest.mark.parametrize("name", _battery_names())
+def test_each_submission_of_the_battery_is_graded_as_expected(graded, name):
+    bat, doc, out, seconds = graded
+    single = battery.Battery(bat.root, {name: bat.expected[name]}, bat.marker)
+    assert battery.mismatches(doc, single, [P01]) == []
+
+
+def test_no_process_of_a_submission_outlives_the_batch(graded):
+    bat, doc, out, seconds = graded
+    assert battery.marker_processes(bat.marker) == []  # the orphan hostile's sleeper
+    assert _wait_for_no_sandbox_process(2) == []
+    if ISOLATION == "namespaces":  # PID 1 of the namespace took every descendant with it
+        assert all(e.get("leftovers", 0) == 0
+                   for r in doc["rows"].values() for e in r["problems"].values())
+
+
+def test_the_summary_table_shows_each_problem_with_submitted_passed_and_mean(graded):
+    bat, doc, out, seconds = graded
+    text = _flat(out.stdout)
+    for word in ("submitted", "passed", "errors", "mean score", "p01 · OutputSink",
+                 "runs/min", f"isolation: {ISOLATION}"):
+        assert word in text, text[-2000:]
+    rows = [r["problems"]["p01"] for r in doc["rows"].values()]
+    submitted = [e for e in rows if e["status"] != "not_submitted"]
+    mean = sum(e["score"] for e in submitted) / len(submitted)
+    assert f"{mean:.1f} / 100" in text
+
+
+def test_csv_export_from_the_same_gradebook_skips_every_finished_pair(graded):
+    bat, doc, out, seconds = graded
+    csv_path = bat.root / "gradebook.csv"  # its state file is gradebook.json: all finished
+    started = time.monotonic()
+    again = _grade(str(bat.submissions), "--problem", "p01", "--out", str(csv_path))
+    assert again.returncode == 0, again.stderr
+    assert time.monotonic() - started < seconds / 2
+    assert f"{len(bat.expected)} already graded" in _flat(again.stdout)
+    lines = csv_path.read_text().splitlines()
+    head = lines[0].split(",")
+    assert head[:5] == ["submission", "status", "reasons", "total", "max_total"]
+    assert [cp.id for cp in P01.checkpoints] == head[-len(P01.checkpoints):]
+    assert len(lines) == 1 + len(bat.expected)
+    reference = next(line for line in lines if line.startswith("reference,"))
+    assert reference.startswith("reference,ok,,100,100,100,ok")
+
+
+# -- resume after a kill; --fresh -----------------------------------------------------------
+
+def _finished(state: Path) -> dict[str, str]:
+    try:
+        doc = json.loads(state.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {name: entry["graded_at"] for name, row in doc["rows"].items()
+            for pid, entry in row["problems"].items() if entry["status"] != "not_submitted"}
+
+
+def test_a_batch_killed_midway_resumes_without_redoing_finished_work(tmp_path):
+    subs = tmp_path / "subs"
+    for name in ("a", "b", "c", "d", "e"):
+        (subs / name).mkdir(parents=True)
+        (subs / name / P01.learner_file.name).write_text(battery.reference(P01))
+    state = tmp_path / "gradebook.json"
+    command = [sys.executable, "-m", "workbook", "grade", str(subs), "--problem", "p01",
+               "--format", "json", "--out", str(state), "--time-limit", LIMIT, "--quiet"]
+    batch = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while len(_finished(state)) < 2 and batch.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    batch.send_signal(signal.SIGKILL)  # no cleanup handler gets to run
+    batch.wait(30)
+    before = _finished(state)
+    assert 2 <= len(before) < 5, before
+    assert _wait_for_no_sandbox_process() == []  # the runs died with the grader
+
+    out = _grade(str(subs), "--problem", "p01", "--format", "json", "--out", str(state))
+    assert out.returncode == 0, out.stderr
+    assert f"{len(before)} already graded" in _flat(out.stdout)
+    after = _finished(state)
+    assert sorted(after) == ["a", "b", "c", "d", "e"]
+    assert {name: after[name] for name in before} == before  # finished work kept as it was
+    doc = json.loads(state.read_text())
+    assert all(row["total"] == 100 and row["status"] == "ok" for row in doc["rows"].values())
+
+
+def test_fresh_grades_again_what_resume_would_skip(tmp_path):
+    subs = tmp_path / "subs"
+    (subs / "a").mkdir(parents=True)
+    (subs / "a" / P01.learner_file.name).write_text(battery.skeleton(P01))
+    state = tmp_path / "g.json"
+    args = (str(subs), "--problem", "p01", "--out", str(state))
+    assert _grade(*args).returncode == 0
+    first = _finished(state)
+    time.sleep(1.1)  # graded_at has whole seconds
+    assert "1 already graded" in _flat(_grade(*args).stdout)
+    assert _finished(state) == first
+    out = _grade(*args, "--fresh")
+    assert "0 already graded" in _flat(out.stdout)
+    assert _finished(state)["a"] != first["a"]
+
+
+def test_a_changed_submission_is_graded_again_on_resume(tmp_path):
+    subs = tmp_path / "subs"
+    (subs / "a").mkdir(parents=True)
+    learner = subs / "a" / P01.learner_file.name
+    learner.write_text(battery.skeleton(P01))
+    state = tmp_path / "g.json"
+    args = (str(subs), "--problem", "p01", "--out", str(state))
+    assert _grade(*args).returncode == 0
+    assert json.loads(state.read_text())["rows"]["a"]["total"] == 0
+    learner.write_text(battery.reference(P01))
+    assert "0 already graded" in _flat(_grade(*args).stdout)
+    assert json.loads(state.read_text())["rows"]["a"]["total"] == 100
+
+
+# -- Gradescope -----------------------------------------------------------------------------
+
+TEST_KEYS = {"name", "number", "score", "max_score", "status", "output", "visibility"}
+
+
+def _check_results_json(doc: dict, problems: list[manifest.Problem]) -> None:
+    assert {"score", "tests", "output", "visibility"} <= set(doc)
+    assert len(doc["tests"]) == sum(len(p.checkpoints) for p in problems)
+    for test in doc["tests"]:
+        assert TEST_KEYS <= set(test)
+        assert test["status"] in ("passed", "failed")
+        assert 0 <= test["score"] <= test["max_score"]
+    assert doc["score"] == sum(t["score"] for t in doc["tests"])
+
+
+def test_gradescope_format_writes_results_json_for_one_submission(tmp_path):
+    p02 = manifest.get("p02")
+    sub = tmp_path / "submission"
+    sub.mkdir()
+    (sub / P01.learner_file.name).write_text(battery.reference(P01))
+    (sub / p02.learner_file.name).write_text("def broken(:\n")
+    results = tmp_path / "results.json"
+    out = _grade(str(sub), "--single", "--format", "gradescope", "--problem", "p01", "p02",
+                 "--out", str(results))
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(results.read_text())
+    _check_results_json(doc, [P01, p02])
+    assert doc["score"] == 100
+    p02_tests = [t for t in doc["tests"] if t["number"].startswith("p02.")]
+    assert all(t["status"] == "failed" and "syntax error" in t["output"] for t in p02_tests)
+
+
+def test_gradescope_bundle_holds_the_autograder_scripts_and_no_solutions(tmp_path):
+    zip_path = tmp_path / "autograder.zip"
+    out = cli("gradescope-bundle", str(zip_path))
+    assert out.returncode == 0, out.stderr
+    with zipfile.ZipFile(zip_path) as zf:
+        names = set(zf.namelist())
+        modes = {i.filename: i.external_attr >> 16 for i in zf.infolist()}
+    assert {"setup.sh", "run_autograder", "pyproject.toml", "workbook/sandbox.py",
+            "workbook/grade.py", "tests/__init__.py"} <= names
+    assert modes["setup.sh"] & stat.S_IXUSR and modes["run_autograder"] & stat.S_IXUSR
+    for p in manifest.problems().values():
+        assert f"workbook/problems/{p.id}.toml" in names
+        assert any(n.startswith(f"tests/{p.id}/test_") for n in names)
+    assert not [n for n in names if n.startswith(("solutions/", "mine/", "hints/", "book/",
+                                                  "tests/selftest/"))]
+
+
+def test_the_bundled_run_autograder_grades_the_submission_into_results_json(tmp_path):
+    zip_path = tmp_path / "autograder.zip"
+    assert cli("gradescope-bundle", str(zip_path), "--problem", "p01").returncode == 0
+    base = tmp_path / "autograder"
+    with zipfile.ZipFile(zip_path) as zf:
+        zf.extractall(base / "source")
+    script = base / "source" / "run_autograder"
+    script.chmod(0o755)
+    (base / "submission").mkdir()
+    (base / "submission" / P01.learner_file.name).write_text(battery.reference(P01))
+    env = {**os.environ, "AUTOGRADER_ROOT": str(base), "WORKBOOK_PYTHON": sys.executable}
+    out = subprocess.run([str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    doc = json.loads((base / "results" / "results.json").read_text())
+    _check_results_json(doc, [P01])
+    assert doc["score"] == 100
+
+
+# -- refusing to grade without isolation; usage ---------------------------------------------
+
+def _world_readable(path: Path) -> bool:
+    parents = [p for p in path.parents]
+    return bool(path.stat().st_mode & stat.S_IROTH) and all(
+        p.stat().st_mode & stat.S_IXOTH for p in parents)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the per-slot uid needs root")
+def test_without_namespaces_the_grader_refuses_when_solutions_would_be_reachable(tmp_path):
+    if not _world_readable(P01.solution_file) and os.access(sys.executable, os.X_OK):
+        pytest.skip("here the sandbox user could not read solutions/ anyway")
+    (tmp_path / "a").mkdir()
+    out = cli("grade", str(tmp_path), "--problem", "p01", "--out", str(tmp_path / "g.csv"),
+              env={"WORKBOOK_SANDBOX": "uid"})
+    assert out.returncode == 2
+    assert "cannot isolate learner code" in out.stderr
+    assert not (tmp_path / "g.json").exists()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--problem", "p99"], "unknown problem 'p99'"),
+    (["--jobs", "0"], "--jobs needs a whole number"),
+], ids=["unknown_problem", "no_jobs"])
+def test_usage_errors_exit_2_with_a_one_line_reason(tmp_path, args, message):
+    out = cli("grade", str(tmp_path), *args)
+    assert out.returncode == 2 and message in out.stderr
+
+
+def test_a_missing_submissions_folder_is_a_usage_error(tmp_path):
+    out = cli("grade", str(tmp_path / "nowhere"))
+    assert out.returncode == 2 and "no such folder" in out.stderr
