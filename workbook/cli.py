@@ -10,6 +10,7 @@ import importlib
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 from rich.console import Console
@@ -88,6 +89,9 @@ def _json(results: list[Result]) -> dict:
     if len(results) > 1:
         doc["runs"], doc["failed_runs"] = len(results), len(failed)
         doc["passed"] = not failed
+        named = Counter(name for r in results
+                        for name in {cp.pitfall for cp in r.checkpoints if cp.pitfall})
+        doc["pitfall_runs"] = dict(named)  # in how many runs each pitfall was named
     return doc
 
 

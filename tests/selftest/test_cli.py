@@ -62,6 +62,7 @@ def test_repeat_reports_runs_and_failed_runs():
     out = cli("p01", "--pitfall", "single_drain", "--repeat", "2", "--json")
     doc = json.loads(out.stdout)
     assert out.returncode == 1 and doc["runs"] == 2 and doc["failed_runs"] == 2
+    assert doc["pitfall_runs"]["single_drain"] == 2
 
 
 def test_a_syntax_error_is_one_line_with_file_and_line(tmp_path):
