@@ -1,0 +1,1 @@
+"""Runnable demonstrations, one module per problem with ``main(argv) -> int``."""
