@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import subprocess
 import sys
@@ -178,9 +179,18 @@ def _delegate(kind: str, module_name: str, argv: list[str]) -> int:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and module_name.startswith(exc.name):
-            raise UsageError(f"'{kind}' is not available yet") from None
+            raise UsageError(f"there is no '{kind}'{_available(module_name)}") from None
         raise
     return int(module.main(argv) or 0)
+
+
+def _available(module_name: str) -> str:
+    """' (there is: demo p02)' -- the sibling modules that do exist, for an error message."""
+    package, _, _ = module_name.rpartition(".")
+    found = [p.id for p in manifest.problems().values()
+             if importlib.util.find_spec(f"{package}.{p.id}") is not None]
+    kind = package.rsplit(".", 1)[-1].rstrip("s")
+    return f" (there is: {', '.join(f'{kind} {pid}' for pid in found)})" if found else ""
 
 
 def cmd_demo(argv: list[str]) -> int:

@@ -101,6 +101,9 @@ def test_a_file_missing_a_name_fails_its_checkpoints_readably(tmp_path):
     (("hint", "p01", "4"), "invalid choice"),
     (("book",), "required"),
     (("list", "extra"), "takes no arguments"),
+    (("demo", "p01"), "there is no 'demo p01'"),
+    (("demo",), "usage"),
+    (("bench",), "usage"),
     ((), "usage"),
 ])
 def test_bad_input_is_a_usage_error_with_exit_2(args, needle):
@@ -138,6 +141,12 @@ def test_passing_the_learner_check_marks_the_problem_done(tmp_path):
     data = json.loads((tmp_path / "progress.json").read_text())
     assert data["problems"]["p01"]["done_at"]
     assert "done" in cli("status", env=env).stdout
+
+
+def test_the_p02_demo_shows_the_byte_waking_what_the_event_did_not():
+    out = cli("demo", "p02")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "stop_requested = True" in out.stdout
 
 
 def test_book_renders_the_chapter():
