@@ -43,7 +43,9 @@ class OutputSink:
                 return
             self._wakeup_in_flight = True
             self.wakeups_scheduled += 1
-        try:  # outside the lock: this takes the loop's own lock and writes to its self-pipe
+        # Outside the lock: this queues the callback and writes a byte to the loop's
+        # self-pipe -- a system call, too slow to make other producers wait for.
+        try:
             self._loop.call_soon_threadsafe(self._event.set)
         except RuntimeError:  # the loop is closed: nobody is left to wake
             pass

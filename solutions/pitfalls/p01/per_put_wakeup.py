@@ -1,7 +1,7 @@
 """Pitfall: call_soon_threadsafe on every put.
 
-Correct, but every item pays for a lock and a write to the loop's self-pipe: 1000 puts
-cost 1000 wakeups instead of one per burst.
+Correct, but every item pays for a system call (a byte written to the loop's self-pipe)
+and a trip around the loop: 1000 puts cost 1000 wakeups instead of one per burst.
 """
 from solutions.p01_output_sink import OutputSink as _Reference
 
