@@ -170,15 +170,14 @@ def _pytest_args(problem: manifest.Problem, stage: sandbox.Stage,
             *(["--collect-only"] if collect_only else [])]
 
 
-def trusted_collection(problem: manifest.Problem, iso: sandbox.Isolation,
-                       slot: int = 0) -> list[tuple[str, str]]:
+def trusted_collection(problem: manifest.Problem, harness: sandbox.Harness,
+                       iso: sandbox.Isolation, uid: int | None) -> list[tuple[str, str]]:
     """The acceptance set's tests in run order, as (node id, checkpoint), collected with no
     learner code at all: the yardstick every graded run is compared with."""
     placeholder = b'"""No learner code: the grader collects the tests."""\n'
-    with sandbox.Stage(problem.id, problem.module, placeholder, iso.uid(slot),
-                       iso.uid(slot)) as stage:
+    with sandbox.Stage(harness, problem.module, placeholder, uid) as stage:
         outcome = sandbox.run(stage, _pytest_args(problem, stage, collect_only=True),
-                              sandbox.Limits.for_wall(60), iso=iso, slot=slot)
+                              sandbox.Limits.for_wall(60), iso=iso, uid=uid)
     items = [(r.get("nodeid"), r.get("checkpoint")) for r in outcome.records
              if r.get("event") == "item"]
     if not items or outcome.forged or outcome.violation or outcome.sandbox_error:
@@ -273,7 +272,7 @@ def judge(problem: manifest.Problem, outcome: sandbox.Outcome,
           stage_dir: Path, target: Path) -> dict:
     """One submission × problem: per-checkpoint results, score, status and reason."""
     records, facts = crosscheck(outcome.records, trusted)
-    killed = outcome.timed_out is not None
+    killed = outcome.timed_out is not None and not facts["ended"]
     result = run._aggregate(problem, target, records, killed=killed, limit=limits.wall)
     clean = lambda text: text and text.replace(str(target), display)  # noqa: E731
     clean_all = lambda text: clean(text) and clean(text).replace(str(stage_dir), "…")  # noqa
@@ -294,7 +293,7 @@ def judge(problem: manifest.Problem, outcome: sandbox.Outcome,
             "points": cp.points if status == "passed" else 0, "max_points": cp.points,
             "message": clean_all(res.message), "pitfall": res.pitfall,
         })
-    reasons = []
+    reasons, notes = [], []
     if outcome.sandbox_error:
         reasons.append(f"sandbox failure: {outcome.sandbox_error}")
     if result.import_error:
@@ -304,9 +303,12 @@ def judge(problem: manifest.Problem, outcome: sandbox.Outcome,
         what = facts["violation"] or outcome.violation or \
             f"{outcome.forged} forged report line(s) ignored"
         reasons.append(f"tampered: {what}")
-    if outcome.timed_out == "import":
+    if outcome.timed_out == "exit" and facts["ended"]:
+        notes.append(f"did not exit within {sandbox.EXIT_GRACE:g} s of its last test "
+                     "(a non-daemon thread?): stopped")
+    elif outcome.timed_out == "import":
         reasons.append(f"timed out while importing (limit {limits.import_wall:g} s)")
-    elif outcome.timed_out == "run":
+    elif outcome.timed_out:
         reasons.append(f"timed out (limit {limits.wall:g} s)")
     elif not facts["ended"] and not reasons:
         if outcome.signal:
@@ -316,7 +318,6 @@ def judge(problem: manifest.Problem, outcome: sandbox.Outcome,
                            f"(exit code {outcome.exit_code})")
     if not reasons and any(c["status"] == "incomplete" for c in checkpoints):
         reasons.append("incomplete: some checkpoints were not reported")
-    notes = []
     if outcome.forged and facts["violation"]:
         notes.append(f"{outcome.forged} forged report line(s) ignored")
     if outcome.output_bytes > sandbox.OUTPUT_TAIL:
@@ -344,14 +345,14 @@ def judge(problem: manifest.Problem, outcome: sandbox.Outcome,
 
 
 def grade_pair(problem: manifest.Problem, sub: Submission, trusted: list[tuple[str, str]],
-               limits: sandbox.Limits, iso: sandbox.Isolation, slot: int) -> dict:
+               harness: sandbox.Harness, limits: sandbox.Limits, iso: sandbox.Isolation,
+               uid: int | None) -> dict:
     path = sub.files[problem.id]
     source = _read(path)
-    uid = iso.uid(slot)
     display = str(Path(sub.name) / path.relative_to(sub.path)) if path != sub.path \
         else path.name
-    with sandbox.Stage(problem.id, problem.module, source, uid, uid) as stage:
-        outcome = sandbox.run(stage, _pytest_args(problem, stage), limits, iso=iso, slot=slot)
+    with sandbox.Stage(harness, problem.module, source, uid) as stage:
+        outcome = sandbox.run(stage, _pytest_args(problem, stage), limits, iso=iso, uid=uid)
         result = judge(problem, outcome, trusted, limits, display, stage.dir, stage.target)
     result.update(file=display, sha256=hashlib.sha256(source).hexdigest())
     return result
@@ -575,6 +576,7 @@ class Plan:
     todo: list[tuple[Submission, manifest.Problem]]
     skipped: int
     instant: list[tuple[Submission, manifest.Problem, dict]]
+    failed: list[str] = field(default_factory=list)  # pairs the grader itself failed on
 
 
 def main(argv: list[str]) -> int:
@@ -623,16 +625,17 @@ def _grade(args) -> int:
         state = Path(tmp_state.name) / "gradebook.json"
     limits = {p.id: sandbox.Limits.for_wall(args.time_limit or p.time_limit)
               for p in problems}
-    harness = {p.id: sandbox.harness_fingerprint(p.id) for p in problems}
-    book = Gradebook(state, problems, {
-        "submissions_dir": str(root.resolve()), "isolation": iso.mode,
-        "harness": harness, "created": _now()}, fresh=args.fresh)
-    book.keep_only({s.name for s in submissions})  # rows of vanished submissions go
-
-    plan = _plan(submissions, problems, book, limits, harness)
-    started = time.monotonic()
-    interrupted = _run_plan(plan, problems, book, limits, harness, iso, args)
-    elapsed = time.monotonic() - started
+    harness = {p.id: sandbox.Harness.snapshot(p.id) for p in problems}
+    with sandbox.UidClaim(args.jobs if iso.drops_privileges else 0) as claim:
+        book = Gradebook(state, problems, {
+            "submissions_dir": str(root.resolve()), "isolation": iso.mode,
+            "harness": {pid: h.fingerprint for pid, h in harness.items()},
+            "sandbox_uids": claim.uids, "created": _now()}, fresh=args.fresh)
+        book.keep_only({s.name for s in submissions})  # rows of vanished submissions go
+        plan = _plan(submissions, problems, book, limits, harness)
+        started = time.monotonic()
+        interrupted = _run_plan(plan, problems, book, limits, harness, iso, claim.uids, args)
+        elapsed = time.monotonic() - started
     export(book, fmt, out, single=args.single)
     if not args.quiet or interrupted:
         console.print(summary_view(book, plan, elapsed, iso, out if fmt != "json" else state))
@@ -642,6 +645,10 @@ def _grade(args) -> int:
         console.print("[yellow]interrupted:[/yellow] finished pairs are saved; run the same "
                       "command again to go on from here")
         return 130
+    if plan.failed:
+        errors.print(f"[red]{len(plan.failed)} run(s) could not be graded[/red] (the grader's "
+                     "problem, not the submission's); run the same command again to retry them")
+        return 1
     return 0
 
 
@@ -653,7 +660,7 @@ def _fingerprint(problem: manifest.Problem, sub: Submission, limits: sandbox.Lim
         what = hashlib.sha256(_read(sub.files[problem.id])).hexdigest()[:16]
     else:
         what = "missing"
-    return f"{what}:{harness[problem.id]}:{limits.wall:g}"
+    return f"{what}:{harness[problem.id].fingerprint}:{limits.wall:g}"
 
 
 def _plan(submissions, problems, book: Gradebook, limits, harness) -> Plan:
@@ -674,7 +681,8 @@ def _plan(submissions, problems, book: Gradebook, limits, harness) -> Plan:
     return plan
 
 
-def _run_plan(plan: Plan, problems, book: Gradebook, limits, harness, iso, args) -> bool:
+def _run_plan(plan: Plan, problems, book: Gradebook, limits, harness, iso, uids: list[int],
+              args) -> bool:
     """Grade every pair of the plan; True if interrupted (finished pairs are saved)."""
     for sub, p, entry in plan.instant:
         book.record(sub.name, p.id, {**entry, "graded_at": _now()})
@@ -690,23 +698,33 @@ def _run_plan(plan: Plan, problems, book: Gradebook, limits, harness, iso, args)
     try:
         with progress:
             task = progress.add_task("collecting the acceptance sets…", total=len(plan.todo))
-            trusted = {p.id: trusted_collection(p, iso)
+            first_uid = uids[0] if uids else None
+            trusted = {p.id: trusted_collection(p, harness[p.id], iso, first_uid)
                        for p in problems if any(q.id == p.id for _, q in plan.todo)}
-            slots: queue.Queue[int] = queue.Queue()
-            for slot in range(args.jobs):
-                slots.put(slot)
+            free: queue.Queue[int | None] = queue.Queue()  # the claimed uids not in use
+            for uid in (uids or [None] * args.jobs):
+                free.put(uid)
 
             def work(sub: Submission, p: manifest.Problem) -> None:
                 if stopping.is_set():
                     return
-                slot = slots.get()
+                uid = free.get()
                 try:
                     progress.update(task, description=f"{sub.name} · {p.id}")
-                    entry = grade_pair(p, sub, trusted[p.id], limits[p.id], iso, slot)
+                    entry = grade_pair(p, sub, trusted[p.id], harness[p.id], limits[p.id],
+                                       iso, uid)
+                except Exception as exc:  # noqa: BLE001 - the grader's fault: report, go on
+                    entry = {"infrastructure": True, "reason": f"{type(exc).__name__}: {exc}"}
                 finally:
-                    slots.put(slot)
-                if stopping.is_set() or entry.get("infrastructure"):
-                    return  # killed by the interrupt, or the sandbox failed: not finished
+                    free.put(uid)
+                if stopping.is_set():
+                    return  # killed by the interrupt: not finished
+                if entry.get("infrastructure"):  # not saved: the next run retries it
+                    plan.failed.append(f"{sub.name}/{p.id}")
+                    progress.console.print(f"[red]could not grade {sub.name}/{p.id}:[/red] "
+                                           f"{entry['reason']}")
+                    progress.advance(task)
+                    return
                 entry["fingerprint"] = _fingerprint(p, sub, limits[p.id], harness)
                 entry["graded_at"] = _now()
                 book.record(sub.name, p.id, entry)

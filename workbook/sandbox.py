@@ -13,12 +13,12 @@ Three parts live here, because they must agree on every detail:
 
 Isolation levels, best available first (see ``detect``):
 
-``namespaces``  root with mount/PID/network namespaces: learner code runs as a per-slot
-                unprivileged uid, PID 1 of its own PID namespace (so everything it starts dies
+``namespaces``  root with mount/PID/network namespaces: learner code runs as an
+                unprivileged uid of its own, PID 1 of its own PID namespace (so everything it starts dies
                 with it), no network but loopback, and a filesystem in which the repository,
                 the home directory and the shared temp directories are empty — only the
                 Python installation and the staged harness are mapped back, read-only.
-``uid``         root without namespaces: the per-slot uid and the resource limits; the grader
+``uid``         root without namespaces: a uid of its own and the resource limits; the grader
                 refuses to run unless that uid can neither read nor import ``solutions/``.
 ``none``        not root: resource limits only (learner code runs as the instructor).
 
@@ -43,8 +43,10 @@ import os
 import signal
 import sys
 
-#: The per-slot uids start here (override with WORKBOOK_SANDBOX_UID); the gid equals the uid.
+#: Sandbox uids are claimed from UID_BASE .. UID_BASE + UID_POOL - 1 (override the base with
+#: WORKBOOK_SANDBOX_UID); the gid equals the uid.  A claim is exclusive machine-wide.
 UID_BASE = int(os.environ.get("WORKBOOK_SANDBOX_UID", "62000"))
+UID_POOL = 64
 
 MiB = 1 << 20
 
@@ -203,6 +205,7 @@ if __name__ == "__main__":  # the trampoline; the rest of this file is never run
 
 import hashlib  # noqa: E402 - below the trampoline, which must start with as little as possible
 import hmac  # noqa: E402
+import re  # noqa: E402
 import secrets  # noqa: E402
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
@@ -248,8 +251,56 @@ class Isolation:
     mode: str  # "namespaces" | "uid" | "none"
     description: str
 
-    def uid(self, slot: int) -> int | None:
-        return UID_BASE + slot if self.mode != "none" else None
+    @property
+    def drops_privileges(self) -> bool:
+        return self.mode != "none"
+
+
+def _lock_dir() -> Path:
+    for candidate in ("/run/lock", "/var/lock", tempfile.gettempdir()):
+        if os.path.isdir(candidate) and os.access(candidate, os.W_OK):
+            return Path(candidate)
+    return Path(tempfile.gettempdir())
+
+
+class UidClaim:
+    """Sandbox uids held by this process alone, machine-wide: one ``flock`` per uid.
+
+    Two graders on one machine (a batch and a selftest, say) must never share a uid: each
+    run kills whatever still runs as its uid, and RLIMIT_NPROC counts per uid.  The locks go
+    when the process does, however it ends."""
+
+    def __init__(self, count: int) -> None:
+        import fcntl
+        self.uids: list[int] = []
+        self._fds: list[int] = []
+        for uid in range(UID_BASE, UID_BASE + UID_POOL):
+            if len(self.uids) == count:
+                break
+            fd = os.open(_lock_dir() / f"workbook-sandbox-{uid}.lock",
+                         os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            self.uids.append(uid)
+            self._fds.append(fd)
+        if len(self.uids) < count:
+            self.release()
+            raise IsolationError(f"no {count} free sandbox uids in {UID_BASE}..."
+                                 f"{UID_BASE + UID_POOL - 1}: other graders hold them")
+
+    def release(self) -> None:
+        for fd in self._fds:
+            os.close(fd)
+        self._fds.clear()
+
+    def __enter__(self) -> "UidClaim":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 @dataclass
@@ -270,31 +321,61 @@ class Outcome:
 
 # -- staging --------------------------------------------------------------------------------
 
-def _copy_tree(src: Path, dst: Path, suffixes: tuple[str, ...]) -> None:
-    for path in sorted(src.rglob("*")):
-        if "__pycache__" in path.parts or not path.is_file() or path.suffix not in suffixes:
-            continue
-        target = dst / path.relative_to(src)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, target)
+#: The harness modules every run needs (the tests' own ``workbook.*`` imports are added).
+CORE_MODULES = ("__init__", "manifest", "plugin", "testkit", "sandbox")
+_WORKBOOK_IMPORT = re.compile(r"^\s*(?:from|import)\s+workbook\.(\w+)", re.M)
 
 
 def harness_files(problem_id: str, root: Path = HARNESS_ROOT) -> list[Path]:
-    """Every file a staged run of ``problem_id`` contains, relative to ``root``."""
-    files = [p for p in (root / "workbook").rglob("*")
-             if p.is_file() and p.suffix in (".py", ".toml") and "__pycache__" not in p.parts]
-    files += [p for p in (root / "tests").glob("*.py")]
+    """What a staged run of ``problem_id`` contains, relative to ``root``: that problem's
+    manifest and tests, and the harness modules they import -- nothing else (no other
+    problem, no CLI, no benchmarks, never ``solutions/``)."""
+    package = root / "workbook"
+    files = [p for p in (root / "tests").glob("*.py")]
     files += [p for p in (root / "tests" / problem_id).rglob("*")
               if p.is_file() and "__pycache__" not in p.parts]
-    return sorted(p.relative_to(root) for p in files)
+    files.append(package / "problems" / f"{problem_id}.toml")
+    wanted, seen = list(CORE_MODULES), set()
+    while wanted:  # the modules, and what they import in turn
+        name = wanted.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        module = package / f"{name}.py"
+        members = [module] if module.is_file() else sorted(
+            q for q in (package / name).rglob("*.py") if "__pycache__" not in q.parts)
+        files += members
+        for member in members:
+            wanted += _WORKBOOK_IMPORT.findall(member.read_text("utf-8"))
+    for path in files:
+        if path.suffix == ".py" and path.parent.name != "problems":
+            wanted += _WORKBOOK_IMPORT.findall(path.read_text("utf-8"))
+    for name in set(wanted) - seen:
+        module = package / f"{name}.py"
+        files += [module] if module.is_file() else sorted(
+            q for q in (package / name).rglob("*.py") if "__pycache__" not in q.parts)
+    return sorted({p.relative_to(root) for p in files})
 
 
-def harness_fingerprint(problem_id: str, root: Path = HARNESS_ROOT) -> str:
-    """Changes whenever anything that judges ``problem_id`` changes."""
-    digest = hashlib.sha256()
-    for rel in harness_files(problem_id, root):
-        digest.update(str(rel).encode() + b"\0" + (root / rel).read_bytes() + b"\0")
-    return digest.hexdigest()[:16]
+@dataclass(frozen=True)
+class Harness:
+    """The files that judge one problem, read once: every run of a batch uses the same bytes,
+    even if someone edits the repository meanwhile."""
+    problem_id: str
+    files: tuple[tuple[str, bytes], ...]
+
+    @classmethod
+    def snapshot(cls, problem_id: str, root: Path = HARNESS_ROOT) -> "Harness":
+        return cls(problem_id, tuple((str(rel), (root / rel).read_bytes())
+                                     for rel in harness_files(problem_id, root)))
+
+    @property
+    def fingerprint(self) -> str:
+        """Changes whenever anything that judges this problem changes."""
+        digest = hashlib.sha256()
+        for rel, data in self.files:
+            digest.update(rel.encode() + b"\0" + data + b"\0")
+        return digest.hexdigest()[:16]
 
 
 class Stage:
@@ -304,14 +385,15 @@ class Stage:
     run; ``work/`` is the run's only writable place (its cwd, HOME and TMPDIR).
     """
 
-    def __init__(self, problem_id: str, module: str, source: bytes,
-                 gid: int | None, uid: int | None) -> None:
+    def __init__(self, harness: Harness, module: str, source: bytes,
+                 uid: int | None) -> None:
+        gid = uid
         self.dir = Path(tempfile.mkdtemp(prefix="workbook-grade-")).resolve()
         try:
-            for rel in harness_files(problem_id):
+            for rel, data in harness.files:
                 target = self.dir / rel
                 target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(HARNESS_ROOT / rel, target)
+                target.write_bytes(data)
             (self.dir / "pytest.ini").write_text("[pytest]\n", "utf-8")
             self.target = self.dir / "submission" / f"{module}.py"
             self.target.parent.mkdir()
@@ -327,7 +409,7 @@ class Stage:
         for path in self.dir.rglob("*"):
             os.chmod(path, 0o755 if path.is_dir() else 0o644)
         if gid is not None:
-            # Only this slot's uid may enter: another submission graded at the same time
+            # Only this run's uid may enter: another submission graded at the same time
             # cannot read this one.
             os.chown(self.dir, 0, gid)
             os.chmod(self.dir, 0o750)
@@ -413,7 +495,11 @@ def detect(forbidden: list[Path]) -> Isolation:
         problems = []
         for mode in modes:
             iso = Isolation(mode, _describe(mode))
-            verdict = _probe(iso, forbidden)
+            try:
+                with UidClaim(1 if iso.drops_privileges else 0) as claim:
+                    verdict = _probe(iso, forbidden, (claim.uids or [None])[0])
+            except IsolationError as exc:
+                verdict = str(exc)
             if verdict is None:
                 _DETECTED[key] = iso
                 return iso
@@ -427,21 +513,20 @@ def detect(forbidden: list[Path]) -> Isolation:
 
 def _describe(mode: str) -> str:
     return {
-        "namespaces": "root: per-slot uid, own mount/PID/network namespaces, "
+        "namespaces": "root: a uid per run slot, own mount/PID/network namespaces, "
                       "repository and home hidden",
-        "uid": "root: per-slot uid without namespaces",
+        "uid": "root: a uid per run slot, without namespaces",
         "none": "not root: learner code runs as you (resource limits only; it could read "
                 "solutions/ by path)",
     }[mode]
 
 
-def _probe(iso: Isolation, forbidden: list[Path]) -> str | None:
+def _probe(iso: Isolation, forbidden: list[Path], uid: int | None) -> str | None:
     """None if a run at this level works and reads no forbidden file; else why not."""
     with tempfile.TemporaryDirectory(prefix="workbook-probe-") as tmp:
         stage_dir = Path(tmp).resolve()
         work = stage_dir / "work"
         work.mkdir()
-        uid = iso.uid(0)
         if uid is not None:
             os.chown(stage_dir, 0, uid)
             os.chmod(stage_dir, 0o750)
@@ -450,14 +535,14 @@ def _probe(iso: Isolation, forbidden: list[Path]) -> str | None:
         modules = [p.stem for p in forbidden if p.parent.name == "solutions"]
         argv = [sys.executable, "-I", "-S", "-c", _PROBE, json.dumps(paths),
                 json.dumps(str(HARNESS_ROOT)), json.dumps(modules)]
-        config = _config(iso, 0, stage_dir, work, Limits.for_wall(30), argv)
+        config = _config(iso, uid, stage_dir, work, Limits.for_wall(30), argv)
         try:
             out = subprocess.run(_trampoline_argv(config), capture_output=True, timeout=60,
                                  env=_base_env(work), start_new_session=True)
         except subprocess.TimeoutExpired:
             return "the probe did not finish"
         finally:
-            sweep(iso, 0)
+            sweep(uid)
         if out.returncode != 0:
             text = (out.stderr or out.stdout).decode("utf-8", "replace").strip()
             return text.splitlines()[-1] if text else f"exit code {out.returncode}"
@@ -489,9 +574,8 @@ def _base_env(work: Path) -> dict[str, str]:
     return env
 
 
-def _config(iso: Isolation, slot: int, stage_dir: Path, work: Path, limits: Limits,
+def _config(iso: Isolation, uid: int | None, stage_dir: Path, work: Path, limits: Limits,
             argv: list[str]) -> dict:
-    uid = iso.uid(slot)
     nproc = limits.processes
     if uid is None:  # RLIMIT_NPROC counts every process of the user: leave room for theirs
         nproc += _tasks_of(os.getuid())
@@ -520,9 +604,10 @@ _LIVE_LOCK = threading.Lock()
 
 
 def run(stage: Stage, pytest_args: list[str], limits: Limits, *, iso: Isolation,
-        slot: int, on_imported=None) -> Outcome:
-    """Run pytest with ``pytest_args`` on ``stage`` inside the sandbox; never raises for
-    anything the learner code does."""
+        uid: int | None) -> Outcome:
+    """Run pytest with ``pytest_args`` on ``stage`` inside the sandbox, as ``uid`` (claimed
+    with ``UidClaim``; None when not root); never raises for anything the learner code
+    does."""
     started = time.monotonic()
     key = secrets.token_bytes(32)
     report_r, report_w = os.pipe()
@@ -533,10 +618,10 @@ def run(stage: Stage, pytest_args: list[str], limits: Limits, *, iso: Isolation,
     argv = [sys.executable, "-I", "-B", "-c", _LAUNCH, str(stage.dir), *pytest_args]
     env = {**_base_env(stage.work), "WORKBOOK_REPORT_FD": str(report_w),
            "WORKBOOK_KEY_FD": str(key_r)}
-    config = _config(iso, slot, stage.dir, stage.work, limits, argv)
+    config = _config(iso, uid, stage.dir, stage.work, limits, argv)
     token = secrets.token_hex(12)  # marks every process of this run (found by sweep)
     env["WORKBOOK_SANDBOX_RUN"] = token
-    sweep(iso, slot)  # a batch killed earlier may have left this slot's uid busy
+    sweep(uid)  # a grader killed earlier may have left this uid busy
     reader = ReportReader(report_r, key)
     drain = OutputDrain(out_r)
     try:
@@ -552,17 +637,17 @@ def run(stage: Stage, pytest_args: list[str], limits: Limits, *, iso: Isolation,
     drain.start()
     outcome = Outcome(records=[])
     try:
-        outcome.timed_out = _watch(proc, reader, limits, started, on_imported)
+        outcome.timed_out = _watch(proc, reader, limits, started)
     finally:
         _kill_group(proc)
         proc.wait()
         with _LIVE_LOCK:
             _LIVE.discard(proc)
-        outcome.leftovers = sweep(iso, slot, token, grace=3.0)
+        outcome.leftovers = sweep(uid, token, grace=3.0)
         reader.join(10)
         drain.join(10)
         if reader.is_alive() or drain.is_alive():  # something still holds a pipe open
-            outcome.leftovers += sweep(iso, slot, token)
+            outcome.leftovers += sweep(uid, token)
             reader.join(5)
             drain.join(5)
     code = proc.returncode
@@ -583,24 +668,29 @@ def run(stage: Stage, pytest_args: list[str], limits: Limits, *, iso: Isolation,
     return outcome
 
 
-def _watch(proc: subprocess.Popen, reader: "ReportReader", limits: Limits, started: float,
-           on_imported) -> str | None:
-    """Wait for the run; "run" or "import" if a deadline passed first."""
-    imported_seen = False
+#: Seconds a run may take to exit after reporting its end (then it is stopped: a stray
+#: non-daemon thread must not cost the whole wall-clock limit).
+EXIT_GRACE = 5.0
+
+
+def _watch(proc: subprocess.Popen, reader: "ReportReader", limits: Limits,
+           started: float) -> str | None:
+    """Wait for the run; "import", "run" or "exit" if a deadline passed first."""
+    ended_at = None
     while True:
         try:
             proc.wait(0.1)
             return None
         except subprocess.TimeoutExpired:
             pass
-        elapsed = time.monotonic() - started
-        if reader.imported.is_set():
-            if not imported_seen and on_imported is not None:
-                on_imported()
-            imported_seen = True
-        elif elapsed > limits.import_wall:
+        now = time.monotonic()
+        if not reader.imported.is_set() and now - started > limits.import_wall:
             return "import"
-        if elapsed > limits.wall:
+        if reader.ended.is_set():
+            ended_at = ended_at or now
+            if now - ended_at > EXIT_GRACE:
+                return "exit"
+        if now - started > limits.wall:
             return "run"
 
 
@@ -675,13 +765,12 @@ def processes_marked(token: str) -> list[int]:
     return found
 
 
-def sweep(iso: Isolation, slot: int, token: str | None = None, grace: float = 0.0) -> int:
-    """Kill every process left behind by this slot; return how many there were.
+def sweep(uid: int | None, token: str | None = None, grace: float = 0.0) -> int:
+    """Kill every process a run left behind; return how many there were.
 
-    With a per-slot uid this is exact: nothing else runs as that uid.  Without one (not
+    With a claimed uid this is exact: nothing else runs as that uid.  Without one (not
     root) processes are found by the run's mark in their environment.  ``grace``: seconds
     to let processes already killed with their group finish dying before they count."""
-    uid = iso.uid(slot)
     if uid is not None:
         find = lambda: processes_of(uid)  # noqa: E731
     elif token:
@@ -723,6 +812,7 @@ class ReportReader(threading.Thread):
         self.forged = 0
         self.violation: str | None = None
         self.imported = threading.Event()  # the learner file has been imported (or failed)
+        self.ended = threading.Event()     # the run reported its end
         self._next = 0
 
     def run(self) -> None:
@@ -770,6 +860,8 @@ class ReportReader(threading.Thread):
         self.records.append(record)
         if record.get("event") in ("collected", "import_error"):
             self.imported.set()
+        elif record.get("event") == "end":
+            self.ended.set()
 
 
 class OutputDrain(threading.Thread):
@@ -827,7 +919,7 @@ def _shrink(record: dict) -> dict:
 
 
 class _Reporter:
-    """Signs and sends records.  The key lives only in this closure-like object's slot."""
+    """Signs and sends records; the key lives only in these closures."""
 
     def __init__(self, fd: int, key: bytes) -> None:
         import itertools
