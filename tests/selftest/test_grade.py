@@ -25,7 +25,6 @@ from workbook import ROOT, grade, manifest, sandbox
 
 P01 = manifest.get("p01")
 LIMIT = "20"  # seconds: the wall clock of one run in these tests (the reference needs ~3)
-SLOTS = (0, 1)  # --jobs 2
 
 
 def _forbidden() -> list[Path]:
@@ -39,10 +38,8 @@ def _grade(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     return cli("grade", *args, "--time-limit", LIMIT, timeout=timeout)
 
 
-def _sandbox_processes() -> list[int]:
-    if ISOLATION == "none":
-        return []
-    return [pid for slot in SLOTS for pid in sandbox.processes_of(sandbox.UID_BASE + slot)]
+def _sandbox_processes(uids: list[int]) -> list[int]:
+    return [pid for uid in uids for pid in sandbox.processes_of(uid)]
 
 
 def _flat(text: str) -> str:
@@ -50,11 +47,11 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def _wait_for_no_sandbox_process(seconds: float = 10) -> list[int]:
+def _wait_for_no_sandbox_process(uids: list[int], seconds: float = 10) -> list[int]:
     deadline = time.monotonic() + seconds
-    while _sandbox_processes() and time.monotonic() < deadline:
+    while _sandbox_processes(uids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    return _sandbox_processes()
+    return _sandbox_processes(uids)
 
 
 # -- the report's integrity, without running anything ---------------------------------------
@@ -133,6 +130,27 @@ def test_the_crosscheck_keeps_only_what_came_before_a_departure(index, record, w
     assert len(kept) < 3 and all(r in records[:int(index[1:])] for r in kept)
 
 
+def test_sandbox_uids_claimed_by_one_grader_are_never_handed_to_another():
+    with sandbox.UidClaim(2) as first, sandbox.UidClaim(2) as second:
+        assert len(first.uids) == len(second.uids) == 2
+        assert not set(first.uids) & set(second.uids)
+        first.release()  # free again: the lowest of them is the next one handed out
+        with sandbox.UidClaim(1) as again:
+            assert again.uids[0] not in second.uids
+            assert again.uids[0] <= min(first.uids)
+
+
+def test_a_run_is_staged_with_its_problem_and_the_harness_modules_only():
+    staged = {str(rel) for rel in sandbox.harness_files("p01")}
+    assert {"workbook/__init__.py", "workbook/manifest.py", "workbook/plugin.py",
+            "workbook/testkit.py", "workbook/sandbox.py", "workbook/problems/p01.toml",
+            "tests/__init__.py", "tests/p01/__init__.py"} <= staged
+    assert any(name.startswith("tests/p01/test_") for name in staged)
+    assert not [name for name in staged if name.startswith(("solutions", "mine", "tests/p02",
+                                                             "tests/selftest", "workbook/bench"))
+                or name in ("workbook/cli.py", "workbook/grade.py", "workbook/problems/p02.toml")]
+
+
 def test_the_gradebook_file_is_replaced_whole_and_leaves_no_temporary_file(tmp_path):
     target = tmp_path / "gradebook.json"
     target.write_text("old")
@@ -204,7 +222,8 @@ def test_each_submission_of_the_battery_is_graded_as_expected(graded, name):
 def test_no_process_of_a_submission_outlives_the_batch(graded):
     bat, doc, out, seconds = graded
     assert battery.marker_processes(bat.marker) == []  # the orphan hostile's sleeper
-    assert _wait_for_no_sandbox_process(2) == []
+    assert len(doc["sandbox_uids"]) == (2 if ISOLATION != "none" else 0)
+    assert _wait_for_no_sandbox_process(doc["sandbox_uids"], 2) == []
     if ISOLATION == "namespaces":  # PID 1 of the namespace took every descendant with it
         assert all(e.get("leftovers", 0) == 0
                    for r in doc["rows"].values() for e in r["problems"].values())
@@ -267,7 +286,8 @@ def test_a_batch_killed_midway_resumes_without_redoing_finished_work(tmp_path):
     batch.wait(30)
     before = _finished(state)
     assert 2 <= len(before) < 5, before
-    assert _wait_for_no_sandbox_process() == []  # the runs died with the grader
+    uids = json.loads(state.read_text())["sandbox_uids"]
+    assert _wait_for_no_sandbox_process(uids) == []  # the runs died with the grader
 
     out = _grade(str(subs), "--problem", "p01", "--format", "json", "--out", str(state))
     assert out.returncode == 0, out.stderr

@@ -355,6 +355,13 @@ for _h_fd in range(3, 1024):
             pass
 ''', reference(p)),
 
+    # Correct, but leaves a non-daemon thread behind: the interpreter cannot exit.
+    "lingering_thread": lambda p, ctx: with_epilogue(reference(p), '''
+import threading as _h_threading
+import time as _h_time
+_h_threading.Thread(target=_h_time.sleep, args=(120,), daemon=False).start()
+'''),
+
     # Asserts the sandbox from inside: a correct solution that fails to import otherwise.
     "sandbox_probe": lambda p, ctx: with_prelude(f'''
 import os as _h_os, resource as _h_resource, socket as _h_socket
@@ -455,6 +462,7 @@ def _hostile_expectation(kind: str, p: manifest.Problem) -> dict:
         "read_solutions": {"status": "ok", "score": 0},
         "orphan": _full(p),
         "silence_report": zero_error("incomplete", "crashed"),
+        "lingering_thread": {**_full(p), "note": "did not exit"},
         "sandbox_probe": _full(p),
     }[kind]
 

@@ -1,0 +1,160 @@
+"""Grade the full battery the way the issue's "done when" says, and measure it.
+
+    python -m tests.selftest.grading.measure [--count 40] [--jobs 2] [--out DIR]
+                                             [--kill-after 0.5] [--clean-run] [--oracle]
+
+1. builds ``--count`` submissions across every problem that exists (``battery.build``);
+2. grades them with ``--jobs N`` and SIGKILLs the grader once about ``--kill-after`` of the
+   runs have finished; checks that no sandboxed process survived it;
+3. grades again (resume): nothing finished is redone; every row must be as expected;
+4. ``--clean-run``: one more uninterrupted ``--fresh`` batch, for a clean throughput figure;
+5. ``--oracle``: each pitfall pair must match, checkpoint by checkpoint, an unsandboxed
+   ``run_check`` of the original pitfall file.
+
+Prints the figures and exits 1 if anything was not as expected.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tests.selftest.grading import battery
+from workbook import ROOT, manifest, run, sandbox
+
+
+def _finished(state: Path) -> dict[tuple[str, str], str]:
+    try:
+        doc = json.loads(state.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {(name, pid): e["graded_at"] for name, row in doc["rows"].items()
+            for pid, e in row["problems"].items() if "seconds" in e and e["seconds"] > 0}
+
+
+def _command(subs: Path, state: Path, jobs: int, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "workbook", "grade", str(subs), "--jobs", str(jobs),
+            "--format", "json", "--out", str(state), *extra]
+
+
+def _sandbox_processes(jobs: int) -> list[int]:
+    return [pid for slot in range(jobs)
+            for pid in sandbox.processes_of(sandbox.UID_BASE + slot)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Grade the full battery and measure it.")
+    parser.add_argument("--count", type=int, default=40)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--kill-after", type=float, default=0.5)
+    parser.add_argument("--clean-run", action="store_true")
+    parser.add_argument("--oracle", action="store_true")
+    args = parser.parse_args(argv)
+    out = args.out or Path(tempfile.mkdtemp(prefix="workbook-battery-"))
+    problems = list(manifest.problems().values())
+    iso = sandbox.detect([p.solution_file for p in problems])
+    bat = battery.build(out, problems, count=args.count, isolation=iso.mode)
+    pairs = len(bat.expected) * len(problems)
+    submitted = sum(1 for per in bat.expected.values() for e in per.values()
+                    if e["status"] != "not_submitted" and "symbolic link" not in
+                    str(e.get("reason")))
+    print(f"battery: {len(bat.expected)} submissions × {len(problems)} problems = {pairs} "
+          f"pairs, {submitted} to run; isolation {iso.mode}; in {out}")
+    state = out / "gradebook.json"
+    failures: list[str] = []
+
+    # -- 2. a batch killed midway
+    started = time.monotonic()
+    batch = subprocess.Popen(_command(bat.submissions, state, args.jobs, "--quiet"), cwd=ROOT,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    target = int(submitted * args.kill_after)
+    while len(_finished(state)) < target and batch.poll() is None:
+        time.sleep(0.1)
+    batch.send_signal(signal.SIGKILL)
+    batch.wait()
+    first_seconds = time.monotonic() - started
+    before = _finished(state)
+    time.sleep(1)
+    left = _sandbox_processes(args.jobs)
+    print(f"killed the batch after {first_seconds:.0f} s with {len(before)} runs finished; "
+          f"sandbox processes alive 1 s later: {len(left)}")
+    if left:
+        failures.append(f"{len(left)} sandboxed processes outlived the killed grader")
+
+    # -- 3. resume
+    started = time.monotonic()
+    resumed = subprocess.run(_command(bat.submissions, state, args.jobs), cwd=ROOT,
+                             capture_output=True, text=True)
+    resume_seconds = time.monotonic() - started
+    print(resumed.stdout[-2500:])
+    after = _finished(state)
+    redone = [k for k in before if after.get(k) != before[k]]
+    if resumed.returncode != 0:
+        failures.append(f"the resumed batch exited {resumed.returncode}: {resumed.stderr[-800:]}")
+    if redone:
+        failures.append(f"resume redid finished work: {redone}")
+    doc = json.loads(state.read_text())
+    wrong = battery.mismatches(doc, bat, problems)
+    failures += wrong
+    if battery.marker_processes(bat.marker):
+        failures.append("the orphan hostile's sleeper is still alive")
+    leftovers = sum(e.get("leftovers", 0) for r in doc["rows"].values()
+                    for e in r["problems"].values())
+    runs = len(after)
+    total_seconds = first_seconds + resume_seconds
+    print(f"resume: {resume_seconds:.0f} s, {runs - len(before)} runs, "
+          f"{len(before)} finished runs kept as they were ({len(redone)} redone)")
+    print(f"rows as expected: {len(bat.expected) - len({m.split('/')[0].split(':')[0] for m in wrong})}"
+          f"/{len(bat.expected)}; leftover processes killed after runs: {leftovers}")
+    print(f"interrupted + resumed: {pairs} pairs ({runs} runs) in {total_seconds:.0f} s → "
+          f"{pairs / total_seconds * 60:.1f} submission×problem pairs/min, "
+          f"{runs / total_seconds * 60:.1f} runs/min")
+
+    # -- 4. a clean run
+    if args.clean_run:
+        started = time.monotonic()
+        clean = subprocess.run(_command(bat.submissions, out / "clean.json", args.jobs,
+                                        "--fresh", "--quiet"), cwd=ROOT,
+                               capture_output=True, text=True)
+        seconds = time.monotonic() - started
+        doc = json.loads((out / "clean.json").read_text())
+        wrong = battery.mismatches(doc, bat, problems)
+        failures += [f"clean run: {m}" for m in wrong]
+        print(f"clean run (--fresh, --jobs {args.jobs}): {pairs} pairs in {seconds:.0f} s → "
+              f"{pairs / seconds * 60:.1f} pairs/min, {submitted / seconds * 60:.1f} runs/min; "
+              f"{len(wrong)} mismatches; exit {clean.returncode}")
+
+    # -- 5. the pitfall pairs against an unsandboxed check of the original files
+    if args.oracle:
+        by_id = {p.id: p for p in problems}
+        compared = 0
+        for name, per in bat.expected.items():
+            for pid, want in per.items():
+                if "pitfall" not in want:
+                    continue
+                p = by_id[pid]
+                direct = run.run_check(p, p.pitfall_file(want["pitfall"]))
+                graded = {c["id"]: c["status"] for c in
+                          doc["rows"][name]["problems"][pid]["checkpoints"]}
+                plain = {cp.id: cp.status for cp in direct.checkpoints}
+                compared += 1
+                if graded != plain:
+                    diff = {k: (plain[k], graded[k]) for k in plain if plain[k] != graded[k]}
+                    failures.append(f"{name}/{pid} ({want['pitfall']}): sandboxed ≠ direct "
+                                    f"{diff}")
+        print(f"oracle: {compared} pitfall pairs compared with an unsandboxed run_check")
+
+    for line in failures:
+        print("MISMATCH", line)
+    print("ALL AS EXPECTED" if not failures else f"{len(failures)} problems")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
