@@ -57,9 +57,22 @@ def parked(thread: threading.Thread) -> bool:
             and frame.f_lineno in _PARK_LINES)
 
 
+# Once a check has waited the whole bound for a thread that never parked, the file under test
+# is known to spin or sleep instead of waiting in a Condition: later checks give up sooner.
+_never_parks = False
+QUICK = 1.0  # seconds, for those later checks
+
+
+def park_bound(timeout: float = BOUND) -> float:
+    """How long to wait for a thread to park."""
+    return min(timeout, QUICK) if _never_parks else timeout
+
+
 def wait_parked(thread: threading.Thread, what: str, *, pitfall: str | None = None,
                 returned_pitfall: str | None = None, timeout: float = BOUND) -> None:
     """Wait until ``thread`` is parked; fail with a diagnosis if it returns or never parks."""
+    global _never_parks
+    timeout = park_bound(timeout)
     deadline = time.monotonic() + timeout
     while not parked(thread):
         if not thread.is_alive():
@@ -70,9 +83,11 @@ def wait_parked(thread: threading.Thread, what: str, *, pitfall: str | None = No
                  pitfall=returned_pitfall)
         if time.monotonic() >= deadline:
             interrupt_thread(thread)  # stop a spinner: it may be holding the lock
+            again = " (as in an earlier check)" if _never_parks else ""
+            _never_parks = True
             fail(f"{what} should be waiting in a Condition (lock released), but after "
-                 f"{timeout:g} s it still was not: it spins or sleeps instead of waiting, "
-                 "maybe while holding the lock", pitfall=pitfall)
+                 f"{timeout:g} s it still was not{again}: it spins or sleeps instead of "
+                 "waiting, maybe while holding the lock", pitfall=pitfall)
         time.sleep(0.001)
 
 
@@ -244,9 +259,10 @@ class MainInterrupt:
                 signal.pthread_kill(self._main.ident, self.SIGNAL)
 
     def _run(self) -> None:
+        global _never_parks
         if not self.armed.wait(BOUND):
             return
-        deadline = time.monotonic() + BOUND
+        deadline = time.monotonic() + park_bound()
         while not (self.done.is_set() or parked(self._main)):
             if time.monotonic() >= deadline:
                 break
@@ -254,6 +270,7 @@ class MainInterrupt:
         if self.done.is_set():
             return  # the call did not block at all
         self.parked = parked(self._main)
+        _never_parks = _never_parks or not self.parked
         self._send()  # sent even if it never parked: the signal also ends a spin or sleep
         last, deadline = time.monotonic(), time.monotonic() + BOUND
         while not self.done.is_set() and time.monotonic() < deadline:

@@ -65,12 +65,12 @@ def test_a_none_timeout_waits_until_it_can_proceed(impl):
     poller = start_daemon(q.poll, None, name="poll(None)")
     offerer = None
     try:
-        wait_parked(poller, "poll(None) on an empty queue")
+        wait_parked(poller, "poll(None) on an empty queue", pitfall="spin_holding_lock")
         call(q.put, "x", what="put('x') while poll(None) waits")
         check(join(poller, what="poll(None) after put('x')") == "x", "poll(None) missed 'x'")
         call(q.put, "y", what="put('y')")
         offerer = start_daemon(q.offer, "z", None, name="offer(None)")
-        wait_parked(offerer, "offer('z', None) on a full queue")
+        wait_parked(offerer, "offer('z', None) on a full queue", pitfall="spin_holding_lock")
         check(call(q.take, what="take()") == "y", "take() should return 'y'")
         check(join(offerer, what="offer('z', None) after take()") is True,
               "offer('z', None) should return True once it has queued the item")
@@ -198,13 +198,13 @@ def _blocked_then_shutdown(q, calls, immediate: bool, what: str) -> list:
     threads = [start_daemon(fn, name=name) for name, fn in calls]
     try:
         for thread, (name, _) in zip(threads, calls):
-            wait_parked(thread, f"{name} on a {what} queue")
+            wait_parked(thread, f"{name} on {what} queue", pitfall="spin_holding_lock")
         call(q.shutdown, immediate, what=f"shutdown(immediate={immediate})")
         outcomes, deadline = [], time.monotonic() + BOUND
         for thread, (name, _) in zip(threads, calls):
             thread.join(max(0.0, deadline - time.monotonic()))
             check(not thread.is_alive(),
-                  f"{name}, blocked on a {what} queue, was still blocked {BOUND:g} s after "
+                  f"{name}, blocked on {what} queue, was still blocked {BOUND:g} s after "
                   "shutdown(): nobody woke it to see the shutdown", pitfall="shutdown_no_wake")
             if isinstance(thread.error, NotImplementedError):
                 raise thread.error
@@ -220,7 +220,7 @@ def test_shutdown_wakes_every_blocked_take_with_shut_down(impl):
     calls = [("take() #1", q.take), ("take() #2", q.take)]
     if _optional(call, q.poll, 0, what="poll(0)") is not NotImplemented:
         calls.append(("poll(None)", lambda: q.poll(None)))
-    for name, outcome in _blocked_then_shutdown(q, calls, False, "empty"):
+    for name, outcome in _blocked_then_shutdown(q, calls, False, "an empty"):
         check(isinstance(outcome, impl.ShutDown),
               f"{name}, blocked on an empty queue, ended with {outcome!r} after shutdown(); "
               "expected ShutDown")
@@ -233,7 +233,7 @@ def test_shutdown_wakes_every_blocked_put_and_keeps_the_items_for_takers(impl):
     calls = [("put('x')", lambda: q.put("x")), ("put('y')", lambda: q.put("y"))]
     if _optional(call, q.offer, "z", 0, what="offer('z', 0)") is not NotImplemented:
         calls.append(("offer('z', None)", lambda: q.offer("z", None)))
-    for name, outcome in _blocked_then_shutdown(q, calls, False, "full"):
+    for name, outcome in _blocked_then_shutdown(q, calls, False, "a full"):
         check(isinstance(outcome, impl.ShutDown),
               f"{name}, blocked on a full queue, ended with {outcome!r} after shutdown(); "
               "expected ShutDown")
@@ -249,7 +249,7 @@ def test_an_immediate_shutdown_wakes_a_blocked_put_and_empties_the_queue(impl):
     q = call(lambda: impl.BoundedBlockingQueue(1), what="creating a queue")
     call(q.put, "a", what="put('a')")
     [(name, outcome)] = _blocked_then_shutdown(q, [("put('x')", lambda: q.put("x"))],
-                                               True, "full")
+                                               True, "a full")
     check(isinstance(outcome, impl.ShutDown),
           f"{name} ended with {outcome!r} after shutdown(immediate=True); expected ShutDown")
     after = call(lambda: (len(q), _raises(impl.ShutDown, q.take)), what="len(), take()")
