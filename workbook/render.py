@@ -81,7 +81,10 @@ def verdict(result: Result, problem: manifest.Problem, *, recorded: bool = False
         tail += " · the run did not finish"
     if result.passed:
         done = f" {problem.id} is marked done." if recorded else ""
-        return Text(f"All {len(problem.core)} core checkpoints passed{tail}.{done}",
+        ext = [cp for cp in result.checkpoints if cp.kind == "extension"]
+        ext_passed = sum(cp.status == "passed" for cp in ext)
+        extra = f" and {ext_passed} of {len(ext)} extensions" if ext else ""
+        return Text(f"All {len(problem.core)} core checkpoints{extra} passed{tail}.{done}",
                     style="bold green")
     return Text(f"{passed}/{len(result.checkpoints)} checkpoints passed{tail}.", style="bold red")
 
