@@ -37,7 +37,6 @@ keeps each file's SHA-256 so an instructor can look at anything suspicious.
 from __future__ import annotations
 
 import ctypes
-import errno
 import json
 import os
 import signal
@@ -212,7 +211,7 @@ import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 HERE = Path(__file__).resolve()
@@ -656,7 +655,9 @@ def run(stage: Stage, pytest_args: list[str], limits: Limits, *, iso: Isolation,
     elif code is not None and code > 128 and code != 255:
         outcome.signal = code - 128
     outcome.exit_code = code
-    if code == 125:  # the trampoline failed before any learner code ran
+    if code == 125 and not reader.records:
+        # The trampoline failed before pytest started (a learner's own exit code 125 comes
+        # after the authenticated "start" record, so it cannot pose as this).
         lines = [ln for ln in drain.text().splitlines() if ln.startswith("workbook sandbox:")]
         outcome.sandbox_error = lines[-1] if lines else "the sandbox could not start the run"
     outcome.records = list(reader.records)
