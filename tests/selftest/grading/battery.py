@@ -122,6 +122,10 @@ HOSTILE = {
     "exit_at_import": lambda p, ctx: with_prelude(
         "import os as _h_os\n_h_os._exit(0)  # leave without a word\n", reference(p)),
 
+    # Exits with the code the sandbox uses for "could not start": must not pass for it.
+    "exit_125_at_import": lambda p, ctx: with_prelude(
+        "import os as _h_os\n_h_os._exit(125)\n", reference(p)),
+
     "sys_exit_at_import": lambda p, ctx: with_prelude(
         "import sys as _h_sys\n_h_sys.exit(0)\n", reference(p)),
 
@@ -368,7 +372,8 @@ import os as _h_os, resource as _h_resource, socket as _h_socket
 _h_problems = []
 if {ctx.isolation != "none"!r} and _h_os.getuid() == 0:
     _h_problems.append("runs as root")
-for _h_path in {[str(q.solution_file) for q in manifest.problems().values()]!r}:
+for _h_path in {[str(q.solution_file) for q in manifest.problems().values()]
+                if ctx.isolation != "none" else []!r}:
     try:
         open(_h_path).close()
         _h_problems.append("can read " + _h_path)
@@ -446,6 +451,7 @@ def _hostile_expectation(kind: str, p: manifest.Problem) -> dict:
         "syntax_error": zero_error("syntax error"),
         "import_loop": zero_error("timed out while importing"),
         "exit_at_import": zero_error("incomplete"),
+        "exit_125_at_import": zero_error("incomplete"),
         "sys_exit_at_import": zero_error("import error", "SystemExit"),
         "exit_in_second_test": {"status": "error", "reason": ["incomplete"],
                                 "score_rule": "first_test_only"},
