@@ -12,7 +12,9 @@ plus the requested export: CSV, the JSON gradebook itself, or Gradescope ``resul
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
+import fcntl
 import hashlib
 import io
 import json
@@ -274,10 +276,12 @@ def judge(problem: manifest.Problem, outcome: sandbox.Outcome,
     records, facts = crosscheck(outcome.records, trusted)
     killed = outcome.timed_out is not None and not facts["ended"]
     result = run._aggregate(problem, target, records, killed=killed, limit=limits.wall)
-    clean = lambda text: text and text.replace(str(target), display)  # noqa: E731
-    clean_all = lambda text: clean(text) and clean(text).replace(str(stage_dir), "…")  # noqa
-    reported = {r.get("checkpoint") for r in records if r.get("event") == "test"}
-    expected = {}
+
+    def clean_all(text: str | None) -> str | None:
+        """Messages name the submitted file, not the temporary copy that ran."""
+        return text and text.replace(str(target), display).replace(str(stage_dir), "…")
+
+    expected: dict[str, int] = {}
     for _, cp in trusted:
         expected[cp] = expected.get(cp, 0) + 1
     got: dict[str, int] = {}
@@ -334,7 +338,6 @@ def judge(problem: manifest.Problem, outcome: sandbox.Outcome,
                                       if c["kind"] == "core"),
         "checkpoints": checkpoints,
         "tests_reported": sum(got.values()), "tests_expected": len(trusted),
-        "reported_checkpoints": sorted(reported),
         "seconds": round(outcome.seconds, 2),
         "output_bytes": outcome.output_bytes,
         "output_tail": clean_all(outcome.output[-OUTPUT_KEPT:]) if reasons else "",
@@ -406,9 +409,9 @@ class Gradebook:
         old = None if fresh else self._load(path)
         self.doc = {"format": FORMAT, "rows": {}, **(old or {})}
         self.doc.update(meta)
+        self.doc.setdefault("created", _now())
         self.doc["problems"] = [p.id for p in problems]
         self.doc["max_total"] = sum(p.points for p in problems)
-        self.resumed = old is not None
 
     @staticmethod
     def _load(path: Path) -> dict | None:
@@ -626,11 +629,12 @@ def _grade(args) -> int:
     limits = {p.id: sandbox.Limits.for_wall(args.time_limit or p.time_limit)
               for p in problems}
     harness = {p.id: sandbox.Harness.snapshot(p.id) for p in problems}
-    with sandbox.UidClaim(args.jobs if iso.drops_privileges else 0) as claim:
+    uids_needed = args.jobs if iso.drops_privileges else 0
+    with _only_writer(state), sandbox.UidClaim(uids_needed) as claim:
         book = Gradebook(state, problems, {
             "submissions_dir": str(root.resolve()), "isolation": iso.mode,
             "harness": {pid: h.fingerprint for pid, h in harness.items()},
-            "sandbox_uids": claim.uids, "created": _now()}, fresh=args.fresh)
+            "sandbox_uids": claim.uids}, fresh=args.fresh)
         book.keep_only({s.name for s in submissions})  # rows of vanished submissions go
         plan = _plan(submissions, problems, book, limits, harness)
         started = time.monotonic()
@@ -650,6 +654,20 @@ def _grade(args) -> int:
                      "problem, not the submission's); run the same command again to retry them")
         return 1
     return 0
+
+
+@contextlib.contextmanager
+def _only_writer(state: Path):
+    """Hold an exclusive lock beside the gradebook: two graders writing one gradebook would
+    each overwrite the other's rows."""
+    state.parent.mkdir(parents=True, exist_ok=True)
+    with open(state.with_name(state.name + ".lock"), "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise run.UsageError(f"another grader is writing {state}; wait for it, or "
+                                 "choose another --out") from None
+        yield
 
 
 def _fingerprint(problem: manifest.Problem, sub: Submission, limits: sandbox.Limits,

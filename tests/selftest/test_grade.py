@@ -425,6 +425,17 @@ def test_usage_errors_exit_2_with_a_one_line_reason(tmp_path, args, message):
     assert out.returncode == 2 and message in out.stderr
 
 
+def test_a_second_grader_on_the_same_gradebook_is_refused(tmp_path):
+    import fcntl
+    (tmp_path / "subs" / "a").mkdir(parents=True)
+    state = tmp_path / "g.json"
+    with open(tmp_path / "g.json.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # as a running grader holds it
+        out = cli("grade", str(tmp_path / "subs"), "--problem", "p01", "--out", str(state))
+    assert out.returncode == 2 and "another grader is writing" in out.stderr
+    assert not state.exists()
+
+
 def test_a_missing_submissions_folder_is_a_usage_error(tmp_path):
     out = cli("grade", str(tmp_path / "nowhere"))
     assert out.returncode == 2 and "no such folder" in out.stderr
