@@ -133,12 +133,12 @@ def problems_view(progress: dict, *, with_progress: bool) -> Table:
         table.add_column("hints seen")
         table.add_column("status")
     for p in manifest.problems().values():
-        row = [p.id, f"{p.title} — {p.summary}", f"{p.minutes} min", p.difficulty,
-               str(len(p.checkpoints))]
+        title = p.title if with_progress else f"{p.title} — {p.summary}"
+        row = [p.id, title, f"{p.minutes} min", p.difficulty, str(len(p.checkpoints))]
         if with_progress:
             e = progress.get("problems", {}).get(p.id, {})
             last = e.get("last_check")
-            row += [f"{last['passed']}/{last['total']} ({last['at']})" if last else "—",
+            row += [f"{last['passed']}/{last['total']} · {last['at'][5:16]}" if last else "—",
                     f"L{e['hints_seen']}" if e.get("hints_seen") else "—",
                     Text("done", style="green") if e.get("done_at") else Text("open", "dim")]
         table.add_row(*row)
