@@ -258,6 +258,20 @@ def test_csv_export_from_the_same_gradebook_skips_every_finished_pair(graded):
     assert reference.startswith("reference,ok,,100,100,100,ok")
 
 
+def test_the_battery_exports_one_gradescope_results_json_per_submission(graded, tmp_path):
+    bat, doc, out, seconds = graded
+    copy = tmp_path / "gradebook.json"
+    copy.write_text(json.dumps(doc))
+    book = grade.Gradebook(copy, [P01], {}, fresh=False)
+    grade.export(book, "gradescope", tmp_path / "gs", single=False)
+    written = {path.parent.name: json.loads(path.read_text())
+               for path in (tmp_path / "gs").glob("*/results.json")}
+    assert sorted(written) == sorted(grade._safe_name(name) for name in bat.expected)
+    for name, results in written.items():
+        _check_results_json(results, [P01])
+        assert results["score"] == doc["rows"][name]["total"]
+
+
 # -- resume after a kill; --fresh -----------------------------------------------------------
 
 def _finished(state: Path) -> dict[str, str]:
