@@ -629,6 +629,7 @@ def _grade(args) -> int:
     limits = {p.id: sandbox.Limits.for_wall(args.time_limit or p.time_limit)
               for p in problems}
     harness = {p.id: sandbox.Harness.snapshot(p.id) for p in problems}
+    sandbox.remove_stale_stages()
     uids_needed = args.jobs if iso.drops_privileges else 0
     with _only_writer(state), sandbox.UidClaim(uids_needed) as claim:
         book = Gradebook(state, problems, {

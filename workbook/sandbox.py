@@ -377,6 +377,29 @@ class Harness:
         return digest.hexdigest()[:16]
 
 
+#: Staging directories are named ``workbook-grade-<grader pid>-<random>``.
+STAGE_PREFIX = "workbook-grade-"
+
+
+def remove_stale_stages() -> int:
+    """Delete staging directories left by graders that no longer run (killed with SIGKILL,
+    they could not clean up); return how many went."""
+    removed = 0
+    for path in Path(tempfile.gettempdir()).glob(STAGE_PREFIX + "*"):
+        pid = path.name[len(STAGE_PREFIX):].split("-")[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # its grader is alive
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+            removed += 1
+        except PermissionError:
+            continue  # alive, someone else's
+    return removed
+
+
 class Stage:
     """A temporary directory holding the harness, one problem's tests and one learner file.
 
@@ -387,7 +410,7 @@ class Stage:
     def __init__(self, harness: Harness, module: str, source: bytes,
                  uid: int | None) -> None:
         gid = uid
-        self.dir = Path(tempfile.mkdtemp(prefix="workbook-grade-")).resolve()
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-")).resolve()
         try:
             for rel, data in harness.files:
                 target = self.dir / rel

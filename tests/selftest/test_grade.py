@@ -13,6 +13,7 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -311,6 +312,8 @@ def test_a_batch_killed_midway_resumes_without_redoing_finished_work(tmp_path):
     assert {name: after[name] for name in before} == before  # finished work kept as it was
     doc = json.loads(state.read_text())
     assert all(row["total"] == 100 and row["status"] == "ok" for row in doc["rows"].values())
+    stale = Path(tempfile.gettempdir()).glob(f"{sandbox.STAGE_PREFIX}{batch.pid}-*")
+    assert list(stale) == []  # the killed grader's staging directories were removed
 
 
 def test_fresh_grades_again_what_resume_would_skip(tmp_path):
