@@ -21,7 +21,8 @@ from workbook.run import Result, UsageError, run_check
 
 console = Console(highlight=False)
 errors = Console(stderr=True, highlight=False)
-COMMANDS = ("all", "list", "status", "hint", "book", "demo", "bench", "grade", "selftest")
+COMMANDS = ("all", "list", "status", "hint", "book", "demo", "bench", "grade",
+            "gradescope-bundle", "selftest")
 
 
 def _problem(problem_id: str) -> manifest.Problem:

@@ -108,12 +108,20 @@ class ServedLoop:
             self.loop.start()
 
         self.thread: DaemonThread = start_daemon(body, name="ioloop")
-        if not created.wait(BOUND):
+        if not self._wait(created):
             self._raise_thread_error()
             fail(f"IOLoop.current() did not return within {BOUND:g} s")
-        if not started.wait(BOUND):
+        if not self._wait(started):
             self._raise_thread_error()
             fail(f"start() did not run a callback added before it within {BOUND:g} s")
+
+    def _wait(self, event: threading.Event) -> bool:
+        """Wait (bounded) for ``event``; give up at once if the loop thread has died."""
+        deadline = time.monotonic() + BOUND
+        while not event.wait(0.01):
+            if not self.thread.is_alive() or time.monotonic() >= deadline:
+                return event.is_set()
+        return True
 
     def _raise_thread_error(self) -> None:
         if self.thread.error is not None:
