@@ -112,6 +112,14 @@ def interrupt_thread(thread: threading.Thread, exc_type: type[BaseException] = H
                                                ctypes.py_object(exc_type))
 
 
+def asleep_in_selector(thread: threading.Thread) -> bool:
+    """True while ``thread``'s innermost Python frame is a ``selectors`` ``select()``: it is
+    blocked in the kernel waiting for readiness (the state an event loop sleeps in)."""
+    frame = sys._current_frames().get(thread.ident) if thread.ident is not None else None
+    return (frame is not None and frame.f_code.co_name == "select"
+            and frame.f_code.co_filename.endswith("selectors.py"))
+
+
 # -- an asyncio loop in a daemon thread ---------------------------------------------------
 
 class LoopThread:
@@ -174,10 +182,7 @@ class LoopThread:
 
     def idle(self) -> bool:
         """True while the loop thread sleeps in its selector with no callback ready to run."""
-        frame = sys._current_frames().get(self.thread.ident)
-        return (frame is not None and frame.f_code.co_name == "select"
-                and frame.f_code.co_filename.endswith("selectors.py")
-                and not self.loop._ready)
+        return asleep_in_selector(self.thread) and not self.loop._ready
 
     def wait_idle(self, timeout: float = BOUND, *, what: str = "the loop is asleep") -> None:
         """Wait until the loop is asleep in ``select()`` with nothing to run: every coroutine

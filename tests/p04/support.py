@@ -10,7 +10,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from workbook.testkit import BOUND, DaemonThread, fail, interrupt_thread, start_daemon
+from workbook.testkit import (BOUND, DaemonThread, asleep_in_selector, fail, interrupt_thread,
+                              start_daemon)
 
 LOCK_TYPE = type(threading.Lock())
 
@@ -133,9 +134,7 @@ class ServedLoop:
 
     def idle(self) -> bool:
         """True while the loop thread sleeps in a ``selectors`` selector's ``select()``."""
-        frame = sys._current_frames().get(self.thread.ident)
-        return (frame is not None and frame.f_code.co_name == "select"
-                and frame.f_code.co_filename.endswith("selectors.py"))
+        return asleep_in_selector(self.thread)
 
     def wait_idle(self, timeout: float = BOUND) -> bool:
         """Wait (bounded) until the loop thread is asleep in select(); False if it never is."""
