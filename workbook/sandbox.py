@@ -924,7 +924,7 @@ except ImportError:  # pragma: no cover - only the trampoline runs without site-
 
 #: Harness objects learner code has no business replacing: (module, attribute).
 _GUARDED = (
-    ("workbook.plugin", "_emit"), ("workbook.plugin", "_classify"),
+    ("workbook.plugin", "_emit"), ("workbook.plugin", "_sink"), ("workbook.plugin", "_classify"),
     ("workbook.plugin", "_STATE"), ("workbook.testkit", "check"),
     ("workbook.testkit", "fail"), ("workbook.testkit", "Failure"),
     ("workbook.testkit", "join"), ("workbook.testkit", "wait_until"),
@@ -1014,7 +1014,7 @@ if pytest is not None:
         import workbook.testkit  # noqa: F401 - snapshot it before learner code runs
         reporter = _Reporter(fd, key)
         del key
-        workbook.plugin._emit = reporter.emit  # every record of the harness goes through it
+        workbook.plugin.set_report_sink(reporter.emit)  # every record of the harness
         reporter.remember()
         _REPORTER.append(reporter)
 
