@@ -212,20 +212,3 @@ class LoopThread:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-# -- recording ----------------------------------------------------------------------------
-
-class Recorder:
-    """A thread-safe list of events, compared against the expected sequence."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()  # guards events
-        self.events: list[Any] = []
-
-    def __call__(self, event: Any) -> None:
-        with self._lock:
-            self.events.append(event)
-
-    def snapshot(self) -> list[Any]:
-        with self._lock:
-            return list(self.events)
