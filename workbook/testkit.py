@@ -120,6 +120,62 @@ def asleep_in_selector(thread: threading.Thread) -> bool:
             and frame.f_code.co_filename.endswith("selectors.py"))
 
 
+# -- behaviour of a thread, seen from outside: CPU time and kernel state -------------------
+
+def thread_cpu_seconds(thread: threading.Thread) -> float | None:
+    """CPU seconds ``thread`` has used so far (its own per-thread CPU clock), or None once it
+    has ended.  Read through the kernel thread id, so a finished thread is never touched."""
+    tid = getattr(thread, "native_id", None)
+    if tid is None or not thread.is_alive():
+        return None
+    # Linux encodes a thread's CPU clock as ~tid << 3 | CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED
+    # (what glibc's pthread_getcpuclockid returns); an ended tid gives EINVAL, not a crash.
+    try:
+        return time.clock_gettime((~tid << 3) | 6)
+    except (OSError, OverflowError, AttributeError):
+        pass
+    try:  # other kernels: /proc's scheduler statistics (nanoseconds on the CPU)
+        with open(f"/proc/self/task/{tid}/schedstat") as f:
+            return int(f.read().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def kernel_state(thread: threading.Thread) -> str | None:
+    """The kernel's one-letter state of ``thread`` ('R' running, 'S' sleeping, ...), or None
+    where /proc is not available or the thread has ended."""
+    tid = getattr(thread, "native_id", None)
+    if tid is None:
+        return None
+    try:
+        with open(f"/proc/self/task/{tid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+#: CPU a parked thread may use in one observation window (wakeup bookkeeping, a spurious
+#: wakeup or two).  A spinning Python thread uses far more, even sharing two busy cores.
+PARKED_CPU = 0.002
+
+
+def cpu_used(thread: threading.Thread, window: float) -> float | None:
+    """CPU seconds ``thread`` uses during the next ``window`` seconds of wall time; None if it
+    ended meanwhile."""
+    before = thread_cpu_seconds(thread)
+    time.sleep(window)  # an observation window, not a proof of state: CPU use is the proof
+    after = thread_cpu_seconds(thread)
+    if before is None or after is None:
+        return None
+    return after - before
+
+
+def parked(thread: threading.Thread, window: float = 0.05) -> bool:
+    """True when ``thread`` is alive and blocked: it uses next to no CPU over ``window``."""
+    used = cpu_used(thread, window)
+    return used is not None and used <= PARKED_CPU
+
+
 # -- an asyncio loop in a daemon thread ---------------------------------------------------
 
 class LoopThread:
