@@ -22,7 +22,7 @@ from workbook.run import Result, UsageError, run_check
 console = Console(highlight=False)
 errors = Console(stderr=True, highlight=False)
 COMMANDS = ("all", "list", "status", "hint", "book", "demo", "bench", "grade",
-            "gradescope-bundle", "selftest")
+            "gradescope-bundle", "selftest", "mutate")
 
 
 def _problem(problem_id: str) -> manifest.Problem:
@@ -227,6 +227,13 @@ def cmd_grade(argv: list[str]) -> int:
     return _delegate("grade", "workbook.grade", argv)
 
 
+def cmd_mutate(argv: list[str]) -> int:
+    """Mutation testing of a reference (a developer command; needs the 'mutate' extra)."""
+    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
+        raise UsageError("usage: check.sh mutate pNN [--jobs N] [--sample K] [--json]")
+    return _delegate("mutate", "workbook.mutate", argv)
+
+
 def cmd_selftest(argv: list[str]) -> int:
     """The project's own test suite."""
     command = [sys.executable, "-m", "pytest", str(ROOT / "tests" / "selftest"),
@@ -241,7 +248,7 @@ def _no_args(name: str, argv: list[str]) -> None:
 
 HANDLERS = {"all": cmd_all, "list": cmd_list, "status": cmd_status, "hint": cmd_hint,
             "book": cmd_book, "demo": cmd_demo, "bench": cmd_bench, "grade": cmd_grade,
-            "selftest": cmd_selftest,
+            "selftest": cmd_selftest, "mutate": cmd_mutate,
             "gradescope-bundle": lambda argv: int(
                 importlib.import_module("workbook.grade").bundle_main(argv))}
 
