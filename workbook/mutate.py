@@ -11,7 +11,8 @@ unless the mutant is *equivalent* (behaves exactly like the reference) and is li
 ``tests/pNN/equivalent_mutants.toml`` with a reason.
 
 Mutant identity (what an equivalent-mutant entry names), stable under unrelated edits:
-``operator`` (Cosmic Ray's name, e.g. ``core/NumberReplacer``), ``original`` and ``mutated``
+``operator`` (Cosmic Ray's name, e.g. ``core/NumberReplacer``; ``workbook/RemoveCall`` is
+the workbook's own operator, plugged into Cosmic Ray: a call statement becomes ``pass``), ``original`` and ``mutated``
 (the changed source line before and after, stripped of indentation and comments kept as
 they are) and ``occurrence`` (0 for the first mutant with that operator and those two texts,
 counted from the top of the file; above 0 only when identical lines exist).  ``line`` is
@@ -97,6 +98,47 @@ class Mutant:
 
 # -- finding the mutants --------------------------------------------------------------------
 
+def _register_operators() -> None:
+    """Add the workbook's own operator provider to Cosmic Ray's (its plugin interface).
+
+    Cosmic Ray's core operators change expressions; concurrency code is more often wrong by a
+    missing statement (no ``notify``, no ``clear()``, no ``await``), so ``workbook/RemoveCall``
+    replaces a statement that is only a call or an await with ``pass``."""
+    import cosmic_ray.plugins
+    from cosmic_ray.operators.operator import Example, Operator
+    from parso.python.tree import Keyword
+
+    class RemoveCall(Operator):
+        """Replace a call or await statement (its value unused) with ``pass``."""
+
+        def mutation_positions(self, node):
+            if node.type == "atom_expr" and node.parent is not None \
+                    and node.parent.type == "simple_stmt":
+                first, last = node.children[0], node.children[-1]
+                is_call = last.type == "trailer" and last.children[0].type == "operator" \
+                    and last.children[0].value == "("
+                if is_call or (first.type == "keyword" and first.value == "await"):
+                    yield (node.start_pos, node.end_pos)
+
+        def mutate(self, node, index):
+            return Keyword("pass", node.start_pos, prefix=node.get_first_leaf().prefix)
+
+        @classmethod
+        def examples(cls):
+            return (Example("def f(e):\n    e.set()\n", "def f(e):\n    pass\n"),)
+
+    class Provider:
+        _operators = {"RemoveCall": RemoveCall}
+
+        def __iter__(self):
+            return iter(self._operators)
+
+        def __getitem__(self, name):
+            return self._operators[name]
+
+    cosmic_ray.plugins.OPERATOR_PROVIDERS.setdefault("workbook", Provider())
+
+
 def _changed(before: str, after: str) -> tuple[int, str, str]:
     """(first changed line, changed text before, changed text after) of two sources."""
     old, new = before.splitlines(), after.splitlines()
@@ -133,6 +175,7 @@ def find_mutants(problem: manifest.Problem, work: Path) -> list[Mutant]:
     from cosmic_ray.plugins import get_operator
     from cosmic_ray.work_db import WorkDB, use_db
 
+    _register_operators()
     reference = problem.solution_file.read_text("utf-8")
     copy = work / f"{problem.module}.py"
     copy.write_text(reference, "utf-8")

@@ -84,3 +84,13 @@ def test_mutate_runs_a_small_sample_of_p01_end_to_end(tmp_path):
     assert counts["killed"] + counts["timeout"] + counts["survived"] == 3
     assert (tmp_path / "p01" / "session.sqlite").is_file()
     assert proc.returncode == (1 if counts["survived"] else 0)
+
+
+def test_the_workbook_operator_removes_a_call_or_await_statement_only(tmp_path):
+    source = ("async def f(e, q):\n    e.set()\n    x = q.get()\n    await e.wait()\n"
+              "    return x\n")
+    removed = [m for m in mutate.find_mutants(_problem(tmp_path, source), tmp_path)
+               if m.operator == "workbook/RemoveCall"]
+    assert [(m.original, m.mutated) for m in removed] == [("e.set()", "pass"),
+                                                          ("await e.wait()", "pass")]
+    compile(removed[1].code, "m.py", "exec")
