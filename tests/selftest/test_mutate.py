@@ -78,7 +78,7 @@ def test_mutate_runs_a_small_sample_of_p01_end_to_end(tmp_path):
     assert doc["sample"] == 3 and len(doc["mutants"]) == 3
     for m in doc["mutants"]:
         assert m["outcome"] in ("killed", "timeout", "survived"), m
-        assert m["operator"].startswith("core/") and m["line"] > 0 and m["mutated"]
+        assert m["operator"].startswith(("core/", "workbook/")) and m["line"] > 0 and m["mutated"]
         assert (m["outcome"] == "survived") == (not m["killed_by"]), m
     counts = doc["counts"]
     assert counts["killed"] + counts["timeout"] + counts["survived"] == 3
