@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from workbook import chapters, timelines
+from workbook.run import UsageError
 
 
 def chapter_view(chapter: chapters.Chapter, *, answers: bool = False,
@@ -76,6 +77,8 @@ def pitfall_diff_view(problem_id: str, name: str) -> RenderableType:
     except FileNotFoundError:
         path = chapters.pitfall_diff_file(problem_id, name)
         return Text(f"[pitfall {name}: {path.name} is not there yet]", style="yellow")
+    except UsageError as exc:  # a malformed diff (variants.VariantError)
+        return Text(f"[pitfall {name}: {exc}]", style="red")
     body: list[RenderableType] = []
     if why:
         body.append(Markdown(why))

@@ -256,12 +256,21 @@ def pitfall_diff_file(problem_id: str, name: str) -> Path:
 def read_pitfall_diff(problem_id: str, name: str) -> tuple[str, str]:
     """(explanation, diff) of a shipped pitfall: the free text before the first ``---``
     line, and the unified diff itself.  ``FileNotFoundError`` if it does not exist."""
-    text = pitfall_diff_file(problem_id, name).read_text("utf-8")
-    lines = text.split("\n")
+    path = pitfall_diff_file(problem_id, name)
+    if not path.is_file():
+        raise FileNotFoundError(path)
+    try:  # the variants mechanism is the one reader of diffs
+        from workbook import variants
+        problem = manifest.get(problem_id)
+        parsed = variants.parse(variants.Variant(problem, "pitfall", name, path, "", ()))
+        return parsed.explanation, parsed.diff
+    except (ImportError, KeyError):
+        pass
+    lines = path.read_text("utf-8").split("\n")
     for i, line in enumerate(lines):
         if line.startswith("--- "):
             return "\n".join(lines[:i]).strip(), "\n".join(lines[i:]).rstrip("\n") + "\n"
-    return text.strip(), ""
+    return "\n".join(lines).strip(), ""
 
 
 def problems_of_directives(chapter: Chapter) -> list[str]:
