@@ -22,6 +22,7 @@ extra=""
 case "${1:-}" in
     selftest) extra="dev" ;;
     bench) extra="bench" ;;
+    mutate) extra="mutate" ;;
 esac
 extras="${extra:+[$extra]}"
 stamp="$venv/.installed${extra:+-$extra}"
