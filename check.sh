@@ -22,6 +22,7 @@ extra=""
 case "${1:-}" in
     selftest) extra="dev" ;;
     bench) extra="bench" ;;
+    grade) extra="grade" ;;
 esac
 extras="${extra:+[$extra]}"
 stamp="$venv/.installed${extra:+-$extra}"
@@ -51,7 +52,7 @@ bootstrap() {
 installed() {  # is what this command needs there? (a plain command is served by any install)
     [ -x "$venv/bin/python" ] || return 1
     local others=""
-    [ -z "$extra" ] && others="$venv/.installed-dev $venv/.installed-bench"
+    [ -z "$extra" ] && others="$venv/.installed-dev $venv/.installed-bench $venv/.installed-grade"
     for s in "$stamp" $others; do
         [ "$(cat "$s" 2>/dev/null)" = "$want" ] && return 0
     done

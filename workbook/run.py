@@ -237,3 +237,10 @@ def _checkpoint_status(cp: manifest.Checkpoint, runs: list[dict], expected: int 
     else:
         result.status = "passed"
     return result
+
+
+def result_from_records(problem: manifest.Problem, target: Path, records: list[dict], *,
+                        killed: bool = False, limit: float | None = None) -> Result:
+    """The ``Result`` a report's records describe (the grader's records, after checking)."""
+    return _aggregate(problem, Path(target), records, killed=killed,
+                      limit=limit or problem.time_limit)

@@ -22,7 +22,9 @@ import pytest
 
 from tests.selftest.conftest import cli
 from tests.selftest.grading import battery
-from workbook import ROOT, grade, manifest, sandbox
+from workbook import ROOT, manifest
+from workbook.grading import discovery, exports, gradebook, protocol
+from workbook.grading.sandbox import runner as sandbox
 
 P01 = manifest.get("p01")
 LIMIT = "20"  # seconds: the wall clock of one run in these tests (the reference needs ~3)
@@ -61,8 +63,7 @@ KEY = b"k" * 32
 
 
 def _line(seq: int, record: dict, key: bytes = KEY) -> bytes:
-    body = json.dumps(record, separators=(",", ":"))
-    return f"{sandbox.sign(key, seq, body)} {seq} {body}".encode()
+    return protocol.encode(key, seq, protocol.from_dict(record)).strip()
 
 
 def _reader() -> sandbox.ReportReader:
@@ -75,7 +76,7 @@ def test_a_report_line_without_the_key_is_counted_as_forged_and_ignored():
     reader.feed(_line(1, {"event": "test", "outcome": "passed"}, key=b"x" * 32))
     reader.feed(b'{"event": "test", "outcome": "passed"}')
     reader.feed(b"0" * 64 + b' 1 {"event": "end"}')
-    assert reader.records == [{"event": "start"}]
+    assert reader.records == [protocol.Start()]
     assert reader.forged == 3 and reader.violation is None
 
 
@@ -84,14 +85,14 @@ def test_a_gap_or_a_replay_in_the_sequence_stops_the_report_there():
     reader.feed(_line(0, {"event": "start"}))
     reader.feed(_line(0, {"event": "start"}))  # a replayed record
     reader.feed(_line(1, {"event": "end"}))
-    assert reader.records == [{"event": "start"}]
+    assert reader.records == [protocol.Start()]
     assert "record 0 arrived where 1 was due" in reader.violation
 
 
 TRUSTED = [("t.py::test_a", "p01.fifo"), ("t.py::test_b", "p01.fifo"), ("t.py::test_c", "p01.stop")]
 
 
-def _honest_run(**changes) -> list[dict]:
+def _honest_run(**changes) -> list[protocol.Record]:
     records = [{"event": "start"}, {"event": "collected", "count": 3}]
     records += [{"event": "item", "nodeid": n, "checkpoint": c} for n, c in TRUSTED]
     records += [{"event": "test", "nodeid": n, "checkpoint": c, "outcome": "passed",
@@ -99,13 +100,13 @@ def _honest_run(**changes) -> list[dict]:
     records.append({"event": "end"})
     for index, record in changes.items():
         records[int(index[1:])] = record
-    return records
+    return [protocol.from_dict(r) for r in records]
 
 
 def test_an_honest_run_passes_the_crosscheck_whole():
-    accepted, facts = grade.crosscheck(_honest_run(), TRUSTED)
-    assert facts == {"ended": True, "violation": None}
-    assert [r["event"] for r in accepted] == ["collected", "test", "test", "test", "end"]
+    verdict = protocol.honest_order(_honest_run(), TRUSTED)
+    assert verdict.ended and verdict.violation is None
+    assert [r.event for r in verdict.accepted] == ["test", "test", "test", "end"]
 
 
 @pytest.mark.parametrize("index,record,why", [
@@ -119,15 +120,15 @@ def test_an_honest_run_passes_the_crosscheck_whole():
      "differ from the acceptance set"),
     ("i1", {"event": "collected", "count": 9}, "9 tests collected"),
     ("i7", {"event": "integrity", "changed": ["workbook.testkit.check"]},
-     "harness objects were replaced: workbook.testkit.check"),
+     "machinery was replaced: workbook.testkit.check"),
 ], ids=["out_of_order", "before_collection", "failed_as_passed", "other_tests", "wrong_count",
         "harness_replaced"])
 def test_the_crosscheck_keeps_only_what_came_before_a_departure(index, record, why):
     records = _honest_run(**{index: record})
-    accepted, facts = grade.crosscheck(records, TRUSTED)
-    assert why in facts["violation"]
-    assert not facts["ended"]
-    kept = [r for r in accepted if r["event"] == "test"]
+    verdict = protocol.honest_order(records, TRUSTED)
+    assert why in verdict.violation
+    assert not verdict.ended
+    kept = [r for r in verdict.accepted if r.event == "test"]
     assert len(kept) < 3 and all(r in records[:int(index[1:])] for r in kept)
 
 
@@ -141,21 +142,43 @@ def test_sandbox_uids_claimed_by_one_grader_are_never_handed_to_another():
             assert again.uids[0] <= min(first.uids)
 
 
-def test_a_run_is_staged_with_its_problem_and_the_harness_modules_only():
-    staged = {str(rel) for rel in sandbox.harness_files("p01")}
+def test_a_run_is_staged_with_its_problem_and_the_harness_package_only():
+    staged = {str(rel) for rel in sandbox.staged_files([P01])}
     assert {"workbook/__init__.py", "workbook/manifest.py", "workbook/plugin.py",
-            "workbook/testkit.py", "workbook/sandbox.py", "workbook/problems/p01.toml",
+            "workbook/testkit.py", "workbook/grading/protocol.py",
+            "workbook/grading/sandbox/reporter.py", "workbook/problems/p01.toml",
             "tests/__init__.py", "tests/p01/__init__.py"} <= staged
     assert any(name.startswith("tests/p01/test_") for name in staged)
-    assert not [name for name in staged if name.startswith(("solutions", "mine", "tests/p02",
-                                                             "tests/selftest", "workbook/bench"))
-                or name in ("workbook/cli.py", "workbook/grade.py", "workbook/problems/p02.toml")]
+    assert not [name for name in staged if name.startswith(("solutions", "mine", "hints",
+                                                             "book", "tests/p02",
+                                                             "tests/selftest"))
+                or name == "workbook/problems/p02.toml"]
+
+
+def test_every_module_the_acceptance_sets_import_is_staged():
+    """Behaviour, not a list: the tests are collected in a directory holding only the staged
+    files (the grader's trusted collection does the same inside the sandbox)."""
+    import shutil
+    for p in manifest.problems().values():
+        with tempfile.TemporaryDirectory() as tmp:
+            for rel in sandbox.staged_files([p]):
+                (Path(tmp) / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(ROOT / rel, Path(tmp) / rel)
+            target = Path(tmp) / "learner.py"
+            target.write_text("")
+            out = subprocess.run([sys.executable, "-m", "pytest", "-p", "workbook.plugin",
+                                  "--collect-only", "-q", str(Path(tmp) / "tests" / p.id),
+                                  "--problem", p.id, "--target", str(target),
+                                  "--rootdir", tmp, "-p", "no:cacheprovider"],
+                                 cwd=tmp, capture_output=True, text=True, timeout=120,
+                                 env={**os.environ, "PYTHONPATH": tmp})
+            assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
 
 
 def test_the_gradebook_file_is_replaced_whole_and_leaves_no_temporary_file(tmp_path):
     target = tmp_path / "gradebook.json"
     target.write_text("old")
-    grade.atomic_write(target, b"new contents")
+    gradebook.atomic_write(target, b"new contents")
     assert target.read_bytes() == b"new contents"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gradebook.json"]
 
@@ -172,10 +195,10 @@ def test_discovery_finds_folders_nested_files_and_lone_files_and_refuses_links(t
     (tmp_path / "eve").mkdir()
     (tmp_path / "eve" / P01.learner_file.name).symlink_to(P01.solution_file)
     (tmp_path / "zed").mkdir()
-    (tmp_path / "zed" / P01.learner_file.name).write_bytes(b"#" * (grade.MAX_FILE + 1))
+    (tmp_path / "zed" / P01.learner_file.name).write_bytes(b"#" * (discovery.MAX_FILE + 1))
     (tmp_path / ".hidden").mkdir()
     (tmp_path / "notes.txt").write_text("not a submission")
-    found = {s.name: s for s in grade.discover(tmp_path, [P01, p02])}
+    found = {s.name: s for s in discovery.discover(tmp_path, [P01, p02])}
     assert sorted(found) == ["ann", "bob", "eve", "zed"]
     assert found["ann"].files == {"p01": tmp_path / "ann" / "mine" / P01.learner_file.name}
     assert found["bob"].files == {"p02": tmp_path / f"bob_{p02.module}.py"}
@@ -249,25 +272,26 @@ def test_csv_export_from_the_same_gradebook_skips_every_finished_pair(graded):
     again = _grade(str(bat.submissions), "--problem", "p01", "--out", str(csv_path))
     assert again.returncode == 0, again.stderr
     assert time.monotonic() - started < seconds / 2
-    assert f"{len(bat.expected)} already graded" in _flat(again.stdout)
+    submitted = [n for n, e in bat.expected.items() if e["p01"]["status"] != "not_submitted"]
+    assert f"{len(submitted)} already graded" in _flat(again.stdout)  # not the empty folder
     lines = csv_path.read_text().splitlines()
     head = lines[0].split(",")
-    assert head[:5] == ["submission", "status", "reasons", "total", "max_total"]
+    assert head[:6] == ["submission", "status", "reasons", "total", "max_total", "percent"]
     assert [cp.id for cp in P01.checkpoints] == head[-len(P01.checkpoints):]
     assert len(lines) == 1 + len(bat.expected)
     reference = next(line for line in lines if line.startswith("reference,"))
-    assert reference.startswith("reference,ok,,100,100,100,ok")
+    assert reference.startswith("reference,ok,,100,100,100.0,100,ok")
 
 
 def test_the_battery_exports_one_gradescope_results_json_per_submission(graded, tmp_path):
     bat, doc, out, seconds = graded
     copy = tmp_path / "gradebook.json"
     copy.write_text(json.dumps(doc))
-    book = grade.Gradebook(copy, [P01], {}, fresh=False)
-    grade.export(book, "gradescope", tmp_path / "gs", single=False)
+    book = gradebook.Gradebook(copy, [P01])
+    exports.export(book, "gradescope", tmp_path / "gs", single=False)
     written = {path.parent.name: json.loads(path.read_text())
                for path in (tmp_path / "gs").glob("*/results.json")}
-    assert sorted(written) == sorted(grade._safe_name(name) for name in bat.expected)
+    assert sorted(written) == sorted(exports.safe_name(name) for name in bat.expected)
     for name, results in written.items():
         _check_results_json(results, [P01])
         assert results["score"] == doc["rows"][name]["total"]
@@ -281,7 +305,8 @@ def _finished(state: Path) -> dict[str, str]:
     except (OSError, ValueError):
         return {}
     return {name: entry["graded_at"] for name, row in doc["rows"].items()
-            for pid, entry in row["problems"].items() if entry["status"] != "not_submitted"}
+            for pid, entry in row["problems"].items()
+            if entry["status"] not in ("not_submitted", "pending")}
 
 
 def test_a_batch_killed_midway_resumes_without_redoing_finished_work(tmp_path):
@@ -385,8 +410,9 @@ def test_gradescope_bundle_holds_the_autograder_scripts_and_no_solutions(tmp_pat
     with zipfile.ZipFile(zip_path) as zf:
         names = set(zf.namelist())
         modes = {i.filename: i.external_attr >> 16 for i in zf.infolist()}
-    assert {"setup.sh", "run_autograder", "pyproject.toml", "workbook/sandbox.py",
-            "workbook/grade.py", "tests/__init__.py"} <= names
+    assert {"setup.sh", "run_autograder", "pyproject.toml", "constraints.txt",
+            "workbook/grading/sandbox/runner.py", "workbook/grading/batch.py",
+            "tests/__init__.py"} <= names
     assert modes["setup.sh"] & stat.S_IXUSR and modes["run_autograder"] & stat.S_IXUSR
     for p in manifest.problems().values():
         assert f"workbook/problems/{p.id}.toml" in names
