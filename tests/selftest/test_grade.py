@@ -7,6 +7,8 @@ wall-clock limit; the full 40-submission battery across all problems is
 """
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import signal
@@ -23,7 +25,7 @@ import pytest
 from tests.selftest.conftest import cli
 from tests.selftest.grading import battery
 from workbook import ROOT, manifest
-from workbook.grading import discovery, exports, gradebook, protocol
+from workbook.grading import discovery, exports, gradebook, judging, protocol
 from workbook.grading.sandbox import runner as sandbox
 
 P01 = manifest.get("p01")
@@ -482,3 +484,185 @@ def test_a_second_grader_on_the_same_gradebook_is_refused(tmp_path):
 def test_a_missing_submissions_folder_is_a_usage_error(tmp_path):
     out = cli("grade", str(tmp_path / "nowhere"))
     assert out.returncode == 2 and "no such folder" in out.stderr
+
+
+# -- the gradebook never lies ---------------------------------------------------------------
+
+def _outcome(**changes) -> "sandbox.Outcome":
+    return sandbox.Outcome(records=[protocol.Start()], **changes)
+
+
+@pytest.mark.parametrize("changes,reason", [
+    ({"timed_out": "import"}, "timed out while importing (limit 30 s)"),
+    ({"timed_out": "run"}, "timed out (limit 90 s)"),
+    ({"signal": 9}, "crashed (SIGKILL)"),
+], ids=["import", "run", "crash"])
+def test_a_stopped_run_gives_its_checkpoints_the_reason_of_the_entry(changes, reason, tmp_path):
+    trusted = battery.collection_order(P01)
+    entry = judging.judge(P01, _outcome(**changes), trusted, sandbox.Limits.for_wall(90),
+                          "ann/p01_output_sink.py", tmp_path, tmp_path / "t.py")
+    assert entry.status == "error" and entry.reason == reason and entry.score == 0
+    assert all(reason in cp.message for cp in entry.checkpoints), \
+        [cp.message for cp in entry.checkpoints]
+
+
+def _book(tmp_path, entries: dict[str, "gradebook.Entry"]) -> "gradebook.Gradebook":
+    book = gradebook.Gradebook(tmp_path / "g.json", [P01])
+    for name, entry in entries.items():
+        book.record(name, "p01", entry)
+    return book
+
+
+def _entry(status="ok", passed=(), message="expected ['a'], got []"):
+    entry = gradebook.Entry.placeholder(P01, "pending")
+    entry.status = status
+    for cp in entry.checkpoints:
+        cp.status, cp.message = ("passed", None) if cp.id in passed else ("failed", message)
+    entry.points = {cp: P01.checkpoint(cp).points for cp in passed}
+    return entry
+
+
+def test_unfinished_pairs_read_pending_in_every_export_and_count_nowhere(tmp_path):
+    book = _book(tmp_path, {"ann": _entry(passed=("p01.fifo",)),
+                            "bob": gradebook.Entry.placeholder(P01, "pending")})
+    rows = list(csv.reader(io.StringIO(exports.csv_text(book))))
+    assert rows[2][:2] == ["bob", "pending"] and rows[2][6:8] == ["0", "pending"]
+    doc = json.loads((tmp_path / "g.json").read_text())
+    assert doc["rows"]["bob"]["status"] == "pending"
+    results = exports.gradescope_results(book.rows["bob"], [P01])
+    assert all(t["status"] == "failed" and "not graded yet" in t["output"]
+               for t in results["tests"])
+    insight = exports.insight(book)["p01"]
+    assert insight["graded"] == 1 and insight["checkpoints"]["p01.fifo"]["rate"] == 1.0
+
+
+def test_csv_for_spreadsheets_escapes_formulas_and_can_carry_a_bom_and_messages(tmp_path):
+    book = _book(tmp_path, {"=HYPERLINK(\"x\")": _entry(passed=("p01.fifo",),
+                                                          message="-1 items: @fault")})
+    out = tmp_path / "g.csv"
+    exports.export(book, "csv", out, single=False, excel=True, messages=True)
+    data = out.read_bytes()
+    assert data.startswith("\ufeff".encode())
+    rows = list(csv.reader(io.StringIO(data.decode("utf-8-sig"))))
+    head, row = rows
+    assert row[0] == "'=HYPERLINK(\"x\")"
+    assert row[head.index("percent")] == "10.0"
+    assert row[head.index("p01.timeout message")] == "'-1 items: @fault"
+    assert row[head.index("p01.fifo message")] == ""
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644
+
+
+def test_a_sigterm_midway_exits_130_and_the_summary_counts_only_what_finished(tmp_path):
+    subs = tmp_path / "subs"
+    for name in ("a", "b", "c", "d"):
+        (subs / name).mkdir(parents=True)
+        (subs / name / P01.learner_file.name).write_text(battery.reference(P01))
+    state = tmp_path / "g.json"
+    batch = subprocess.Popen([sys.executable, "-m", "workbook", "grade", str(subs), "--problem",
+                              "p01", "--format", "json", "--out", str(state), "--time-limit",
+                              LIMIT], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "COLUMNS": "200"})
+    deadline = time.monotonic() + 120
+    while not _finished(state) and batch.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    batch.send_signal(signal.SIGTERM)
+    out, _ = batch.communicate(timeout=60)
+    assert batch.returncode == 130, out[-2000:]
+    finished = len(_finished(state))
+    assert 1 <= finished < 4
+    text = _flat(out)
+    assert "interrupted" in text and "pending" in text
+    summary = text[text.index("Grading summary"):]
+    assert f"│ {finished} │" in summary.replace("  ", " ").replace("  ", " ") or \
+        f" {finished} " in summary.split("p01 · OutputSink", 1)[1].split("│")[1]
+    doc = json.loads(state.read_text())
+    statuses = sorted(r["problems"]["p01"]["status"] for r in doc["rows"].values())
+    assert statuses.count("ok") == finished and statuses.count("pending") == 4 - finished
+
+
+def test_gradescope_export_reuses_the_gradebook_of_an_earlier_csv_batch(graded, tmp_path):
+    bat, doc, out, seconds = graded
+    again = _grade(str(bat.submissions), "--problem", "p01", "--format", "gradescope",
+                   "--out", str(tmp_path / "gs"), "--gradebook",
+                   str(bat.root / "gradebook.json"))
+    assert again.returncode == 0, again.stderr
+    submitted = [n for n, e in bat.expected.items() if e["p01"]["status"] != "not_submitted"]
+    assert f"{len(submitted)} already graded" in _flat(again.stdout)
+    assert len(list((tmp_path / "gs").glob("*/results.json"))) == len(bat.expected)
+
+
+def test_the_gradebook_is_readable_by_the_instructor(graded):
+    bat, doc, out, seconds = graded
+    assert stat.S_IMODE((bat.root / "gradebook.json").stat().st_mode) == 0o644
+
+
+def test_without_a_terminal_each_finished_pair_prints_one_line(graded):
+    bat, doc, out, seconds = graded
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("[")]
+    graded_pairs = [n for n, e in bat.expected.items()
+                    if e["p01"]["status"] != "not_submitted" and "link" not in n]
+    assert len(lines) == len(graded_pairs), out.stdout[:3000]
+    assert any(ln.startswith("[1/") and "reference/p01: ok 100/100" in ln for ln in lines) or \
+        any("reference/p01: ok 100/100" in ln for ln in lines)
+
+
+# -- what instructors ask for ---------------------------------------------------------------
+
+def test_class_insight_and_similarity_are_reported_beside_the_gradebook(graded):
+    bat, doc, out, seconds = graded
+    report = json.loads((bat.root / "gradebook-report.json").read_text())
+    cps = report["insight"]["p01"]["checkpoints"]
+    assert set(cps) == {cp.id for cp in P01.checkpoints}
+    assert all(0 <= c["rate"] <= 1 for c in cps.values())
+    identical = report["similarity"]["p01"]["identical"]
+    assert any({"reference", "nested", "dave"} <= set(group) for group in identical), identical
+    for word in ("Class insight", "pass rate", "Similar submissions"):
+        assert word in out.stdout
+
+
+def test_similarity_sees_through_renamed_names_comments_and_docstrings():
+    source = P01.solution_file.read_text()
+    renamed = source.replace("self._items", "self._queue").replace("_drain(", "_take_some(")
+    renamed = "# my own work\n" + renamed.replace('"""', "'''")
+    assert exports.normalised(source.encode()) == exports.normalised(renamed.encode())
+    other = manifest.get("p03").solution_file.read_bytes()
+    assert exports.normalised(source.encode()) != exports.normalised(other)
+
+
+def test_a_submission_may_bring_helper_modules_beside_its_file(tmp_path):
+    subs = tmp_path / "subs"
+    (subs / "ann").mkdir(parents=True)
+    (subs / "ann" / "sink_core.py").write_text(battery.reference(P01))
+    (subs / "ann" / P01.learner_file.name).write_text("from sink_core import OutputSink\n")
+    (subs / "bob").mkdir()
+    (subs / "bob" / P01.learner_file.name).write_text("from sink_core import OutputSink\n")
+    state = tmp_path / "g.json"
+    out = _grade(str(subs), "--problem", "p01", "--format", "json", "--out", str(state))
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(state.read_text())["rows"]
+    assert rows["ann"]["total"] == 100, rows["ann"]["reasons"]
+    assert rows["bob"]["total"] == 0 and "import error" in rows["bob"]["reasons"][0]
+
+
+def test_run_autograder_writes_a_valid_zero_results_json_when_the_grader_fails(tmp_path):
+    zip_path = tmp_path / "autograder.zip"
+    assert cli("gradescope-bundle", str(zip_path), "--problem", "p01").returncode == 0
+    base = tmp_path / "autograder"
+    with zipfile.ZipFile(zip_path) as zf:
+        zf.extractall(base / "source")
+        constraints = zf.read("constraints.txt").decode()
+    from importlib import metadata
+    assert f"pytest=={metadata.version('pytest')}" in constraints.splitlines()
+    script = base / "source" / "run_autograder"
+    script.chmod(0o755)
+    (base / "submission").mkdir()
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\n[ \"$2\" = workbook ] && exit 3\nexec "
+                    f"{sys.executable} \"$@\"\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "AUTOGRADER_ROOT": str(base), "WORKBOOK_PYTHON": str(fake)}
+    out = subprocess.run([str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads((base / "results" / "results.json").read_text())
+    assert doc["score"] == 0 and doc["tests"] == [] and "exited with status 3" in doc["output"]
+    assert "workbook autograder:" in out.stdout
