@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import os
 import signal
 import stat
@@ -622,7 +623,7 @@ def test_class_insight_and_similarity_are_reported_beside_the_gradebook(graded):
 
 def test_similarity_sees_through_renamed_names_comments_and_docstrings():
     source = P01.solution_file.read_text()
-    renamed = source.replace("self._items", "self._queue").replace("_drain(", "_take_some(")
+    renamed = re.sub(r"\b_drain\b", "_take_some", source.replace("self._items", "self._queue"))
     renamed = "# my own work\n" + renamed.replace('"""', "'''")
     assert exports.normalised(source.encode()) == exports.normalised(renamed.encode())
     other = manifest.get("p03").solution_file.read_bytes()
