@@ -235,7 +235,7 @@ def cmd_bench(argv: list[str]) -> int:
 
 
 def cmd_grade(argv: list[str]) -> int:
-    return _delegate("grade", "workbook.grade", argv)
+    return _delegate("grade", "workbook.grading.batch", argv)
 
 
 def cmd_mutate(argv: list[str]) -> int:
@@ -261,7 +261,7 @@ HANDLERS = {"all": cmd_all, "list": cmd_list, "status": cmd_status, "hint": cmd_
             "book": cmd_book, "demo": cmd_demo, "bench": cmd_bench, "grade": cmd_grade,
             "selftest": cmd_selftest, "mutate": cmd_mutate,
             "gradescope-bundle": lambda argv: int(
-                importlib.import_module("workbook.grade").bundle_main(argv))}
+                importlib.import_module("workbook.grading.bundle").main(argv))}
 
 
 def usage() -> str:
