@@ -336,6 +336,8 @@ def checkpoint_progress(problem: manifest.Problem, records: list[dict], *,
             done[cp.id] = _checkpoint_status(cp, runs[cp.id], expected, notes[cp.id],
                                              killed=False, limit=limit)
     return done
+
+
 def result_from_records(problem: manifest.Problem, target: Path, records: list[dict], *,
                         killed: bool = False, limit: float | None = None) -> Result:
     """The ``Result`` a report's records describe (the grader's records, after checking)."""
