@@ -179,13 +179,24 @@ def cmd_hint(argv: list[str]) -> int:
 def cmd_book(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="check.sh book", description="Read a chapter.")
     parser.add_argument("problem")
+    parser.add_argument("--answers", action="store_true", help="open every answer fold")
     args = parser.parse_args(argv)
     problem = _problem(args.problem)
     path = problem.chapter_file
     if not path.is_file():
         raise UsageError(f"missing chapter {render.shown_path(path)}")
-    console.print(render.markdown_view(f"{problem.id} · {problem.title}", path.read_text("utf-8")))
+    console.print(_chapter_view(problem, answers=args.answers))
     return 0
+
+
+def _chapter_view(problem: manifest.Problem, *, answers: bool = False, blocks=None):
+    """The chapter parsed into blocks (timelines, pitfall diffs, folds) for the terminal."""
+    from workbook import bookview, chapters
+    try:
+        chapter = chapters.load(problem)
+    except chapters.ChapterError as exc:
+        raise UsageError(f"{render.shown_path(problem.chapter_file)}: {exc}") from None
+    return bookview.chapter_view(chapter, answers=answers, blocks=blocks)
 
 
 # -- commands that live in their own modules ----------------------------------------------
@@ -224,7 +235,7 @@ def cmd_bench(argv: list[str]) -> int:
 
 
 def cmd_grade(argv: list[str]) -> int:
-    return _delegate("grade", "workbook.grade", argv)
+    return _delegate("grade", "workbook.grading.batch", argv)
 
 
 def cmd_mutate(argv: list[str]) -> int:
@@ -250,7 +261,7 @@ HANDLERS = {"all": cmd_all, "list": cmd_list, "status": cmd_status, "hint": cmd_
             "book": cmd_book, "demo": cmd_demo, "bench": cmd_bench, "grade": cmd_grade,
             "selftest": cmd_selftest, "mutate": cmd_mutate,
             "gradescope-bundle": lambda argv: int(
-                importlib.import_module("workbook.grade").bundle_main(argv))}
+                importlib.import_module("workbook.grading.bundle").main(argv))}
 
 
 def usage() -> str:
