@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from workbook import ROOT, manifest, progress, render, variants
+from workbook import ROOT, book_sections, manifest, progress, render, variants
 from workbook.run import Result, UsageError, run_check
 
 console = Console(highlight=False)
@@ -178,14 +178,39 @@ def cmd_hint(argv: list[str]) -> int:
 
 def cmd_book(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="check.sh book", description="Read a chapter.")
-    parser.add_argument("problem")
+    parser.add_argument("problem", help="pNN, or 'designs' for the closing chapter")
     parser.add_argument("--answers", action="store_true", help="open every answer fold")
+    parser.add_argument("--section", metavar="NAME",
+                        help="show one section (fuzzy match on its title or anchor)")
     args = parser.parse_args(argv)
+    if args.problem in book_sections.EXTRA:
+        return _book_extra(args.problem, args)
     problem = _problem(args.problem)
     path = problem.chapter_file
     if not path.is_file():
         raise UsageError(f"missing chapter {render.shown_path(path)}")
-    console.print(_chapter_view(problem, answers=args.answers))
+    blocks = None
+    if args.section:
+        from workbook import chapters
+        chapter = chapters.load(problem)
+        blocks = chapter.section(_find_section(chapter, args.section).anchor)
+    console.print(_chapter_view(problem, answers=args.answers, blocks=blocks))
+    return 0
+
+
+def _find_section(chapter, name: str):
+    try:
+        return book_sections.find(chapter, name)
+    except book_sections.NoSection as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _book_extra(name: str, args: argparse.Namespace) -> int:
+    """A chapter that belongs to no problem (``book designs``)."""
+    from workbook import bookview
+    chapter = book_sections.load_extra(name)
+    blocks = chapter.section(_find_section(chapter, args.section).anchor) if args.section else None
+    console.print(bookview.chapter_view(chapter, answers=args.answers, blocks=blocks))
     return 0
 
 
