@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import collections
 import errno
+import socket
 import statistics
 import time
 
 import pytest
 
-from workbook.testkit import check, note
+from workbook.testkit import check, fail, note
 
 from tests.p02.support import CANCEL_BOUND, is_closed
 
@@ -120,6 +121,24 @@ def test_run_with_no_dials_returns_an_empty_list_and_closes_the_control(h):
     check(is_closed(control.reader) and is_closed(control.writer),
           "run() owns the control: both ends are closed when it returns")
     h.check_no_leak("run([]) returned")
+
+
+@pytest.mark.checkpoint("p02.outcomes")
+def test_dial_raises_oserror_and_closes_its_socket_when_the_connect_fails_on_the_spot(
+        h, monkeypatch):
+    # The spec's dial() starts the connect with connect_ex on a non-blocking socket; make
+    # that report an immediate failure (nothing reaches the network).
+    monkeypatch.setattr(socket.socket, "connect_ex", lambda self, address: errno.ENETUNREACH)
+    try:
+        d = h.impl.dial("nowhere", ("127.0.0.1", 9))
+    except OSError as exc:
+        check(exc.errno == errno.ENETUNREACH,
+              f"dial() raised {exc!r}; expected the connect's errno ENETUNREACH")
+        h.check_no_leak("dial() failed on the spot (it must close its socket)")
+    else:
+        d.sock.close()
+        fail("dial() returned a Dial although the connect failed on the spot; it raises "
+             "OSError (and closes the socket)")
 
 
 # -- p02.cancel ------------------------------------------------------------------------------
