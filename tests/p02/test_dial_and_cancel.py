@@ -11,7 +11,7 @@ import pytest
 
 from workbook.testkit import check, fail, note
 
-from tests.p02.support import CANCEL_BOUND, is_closed
+from tests.p02.support import CANCEL_BOUND, is_closed, open_fds
 
 
 def _statuses(results) -> list[tuple[str, str]]:
@@ -125,20 +125,29 @@ def test_run_with_no_dials_returns_an_empty_list_and_closes_the_control(h):
 
 @pytest.mark.checkpoint("p02.outcomes")
 def test_dial_raises_oserror_and_closes_its_socket_when_the_connect_fails_on_the_spot(
-        h, monkeypatch):
+        h, net, monkeypatch):
+    control = h.control()
+    up = h.dial("up", net.listening)
     # The spec's dial() starts the connect with connect_ex on a non-blocking socket; make
     # that report an immediate failure (nothing reaches the network).
-    monkeypatch.setattr(socket.socket, "connect_ex", lambda self, address: errno.ENETUNREACH)
-    try:
-        d = h.impl.dial("nowhere", ("127.0.0.1", 9))
-    except OSError as exc:
-        check(exc.errno == errno.ENETUNREACH,
-              f"dial() raised {exc!r}; expected the connect's errno ENETUNREACH")
-        h.check_no_leak("dial() failed on the spot (it must close its socket)")
-    else:
-        d.sock.close()
-        fail("dial() returned a Dial although the connect failed on the spot; it raises "
-             "OSError (and closes the socket)")
+    before = open_fds()
+    with monkeypatch.context() as patch:
+        patch.setattr(socket.socket, "connect_ex", lambda self, address: errno.ENETUNREACH)
+        try:
+            d = h.impl.dial("nowhere", ("127.0.0.1", 9))
+        except OSError as exc:
+            check(exc.errno == errno.ENETUNREACH,
+                  f"dial() raised {exc!r}; expected the connect's errno ENETUNREACH")
+            leaked = open_fds() - before
+            check(not leaked, f"dial() failed on the spot and left {len(leaked)} socket(s) "
+                              "open: it closes the socket it made before raising")
+        else:
+            d.sock.close()
+            fail("dial() returned a Dial although the connect failed on the spot; it raises "
+                 "OSError (and closes the socket)")
+    results = h.start([up], control).result(what="run() over the dial that did start")
+    check(_statuses(results) == [("up", "connected")],
+          f"expected up 'connected', got {_statuses(results)}")
 
 
 # -- p02.cancel ------------------------------------------------------------------------------
