@@ -26,6 +26,8 @@ class ModuleApi:
         self.moment = module.moment
         self.Return = module.Return
         self.BadYieldError = module.BadYieldError
+        self.InvalidStateError = module.InvalidStateError
+        self.IOLoop = module.IOLoop
 
     def loop(self):
         return self.module.IOLoop.current()
@@ -38,16 +40,25 @@ class ModuleApi:
     def run(self, main: Callable[[], Any], *, what: str, pitfall: str | None = None):
         return run_on_fresh_loop(self.module, main, what=what, pitfall=pitfall)
 
+    def in_thread(self, body: Callable[[], Any], *, what: str, pitfall: str | None = None):
+        return run_in_fresh_thread(body, what=what, pitfall=pitfall)
+
 
 def run_scenario(api, scenario, **kwargs) -> tuple[list, Any]:
     """Run one scenario of ``tests.p04.scenarios``; returns (events, main's result).
 
-    If main raises, the exception is recorded as the last event (so a wrong order is shown
-    next to the expected one) and the result is None."""
+    A scenario of ``THREAD_SCENARIOS`` is the body of a fresh thread; any other one returns
+    the ``main`` that run_sync drives.  If it raises, the exception is recorded as the last
+    event (so a wrong order is shown next to the expected one) and the result is None."""
+    from tests.p04.scenarios import THREAD_SCENARIOS
+
     events: list = []
-    main = scenario(api, events.append)
+    what = f"the scenario '{scenario.__name__}'"
     try:
-        result = api.run(main, what=f"the scenario '{scenario.__name__}'", **kwargs)
+        if scenario in THREAD_SCENARIOS:
+            result = api.in_thread(lambda: scenario(api, events.append), what=what, **kwargs)
+        else:
+            result = api.run(scenario(api, events.append), what=what, **kwargs)
     except (AssertionError, NotImplementedError):
         raise
     except Exception as exc:  # noqa: BLE001 - becomes part of the recorded order
@@ -81,6 +92,19 @@ def run_on_fresh_loop(impl, main: Callable[[], Any], *, what: str, timeout: floa
     if isinstance(thread.error, TimeoutError):
         fail(f"{what}: not finished within {timeout:g} s (run_sync raised TimeoutError)",
              pitfall=pitfall)
+    if thread.error is not None:
+        raise thread.error
+    return thread.result
+
+
+def run_in_fresh_thread(body: Callable[[], Any], *, what: str, timeout: float = 3 * BOUND,
+                        pitfall: str | None = None) -> Any:
+    """``body()`` in a new daemon thread (bounded); its result, or what it raised."""
+    thread = start_daemon(body, name="scenario")
+    thread.join(timeout)
+    if thread.is_alive():
+        interrupt_thread(thread)
+        fail(f"{what}: had not finished after {timeout:g} s (a loop is stuck)", pitfall=pitfall)
     if thread.error is not None:
         raise thread.error
     return thread.result

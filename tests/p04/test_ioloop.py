@@ -12,9 +12,9 @@ import time
 
 import pytest
 
+from tests.p04 import scenarios as sc
 from tests.p04.support import traced_call
 from tests.p04.test_coroutines import expect_events
-from tests.p04.support import run_on_fresh_loop
 from workbook.testkit import BOUND, check, fail, join, note, start_daemon
 
 
@@ -141,6 +141,16 @@ def test_four_threads_times_a_thousand_callbacks_all_run_in_each_thread_s_order(
     note(f"{wakeups} wakeups for {total} callbacks")
 
 
+@pytest.mark.checkpoint("p04.cross_thread")
+def test_callbacks_from_other_threads_wake_the_loop_and_keep_each_thread_s_order(api):
+    expect_events(api, "cross_thread")
+
+
+@pytest.mark.checkpoint("p04.cross_thread")
+def test_add_callback_on_a_closed_loop_is_dropped(api):
+    expect_events(api, "closed_loop")
+
+
 # -- add_callback on the loop thread -----------------------------------------------------------
 
 @pytest.mark.checkpoint("p04.loop_thread")
@@ -158,19 +168,8 @@ def test_add_callback_on_the_loop_thread_never_writes_to_the_waker(pumped):
 
 
 @pytest.mark.checkpoint("p04.loop_thread")
-def test_a_callback_runs_on_the_loop_thread_after_add_callback_returns(pumped):
-    order = []
-
-    def on_loop():
-        pumped.loop.add_callback(lambda: order.append(("inner", threading.get_ident())))
-        order.append(("after add_callback", threading.get_ident()))
-
-    pumped.call(on_loop, what="add_callback inside a callback")
-    pumped.call(lambda: None, what="the next turn")
-    loop_thread = pumped.ident
-    check([name for name, _ in order] == ["after add_callback", "inner"],
-          f"order: {[name for name, _ in order]}: a callback never runs inside add_callback")
-    check(all(ident == loop_thread for _, ident in order), "a callback ran off the loop thread")
+def test_a_callback_runs_on_the_loop_thread_after_add_callback_returns(api):
+    expect_events(api, "later_turn")
 
 
 @pytest.mark.checkpoint("p04.loop_thread")
@@ -198,25 +197,24 @@ def test_timeouts_fire_in_deadline_order_and_a_removed_one_never_fires(api):
 
 
 @pytest.mark.checkpoint("p04.timeouts")
-def test_a_timeout_wakes_a_sleeping_loop_on_time_with_its_arguments(impl):
-    @impl.coroutine
-    def main():
-        loop = impl.IOLoop.current()
-        fired = impl.Future()
-        start = loop.time()
-        loop.call_later(0.2, lambda *a, **k: fired.set_result((a, k, loop.time() - start)),
-                        1, 2, key="v")
-        return (yield fired)  # nothing else to do: the loop sleeps until the deadline
+def test_a_timeout_wakes_a_sleeping_loop_on_time_with_its_arguments(api):
+    expect_events(api, "call_later_args")
 
-    args, kwargs, elapsed = run_on_fresh_loop(
-        impl, main, what="call_later(0.2, ...) on an otherwise idle loop")
-    check(args == (1, 2) and kwargs == {"key": "v"},
-          f"call_later passed args {args} kwargs {kwargs}, expected (1, 2) {{'key': 'v'}}")
-    check(0.19 <= elapsed <= 0.2 + 1.5, f"call_later(0.2) fired after {elapsed:.3f} s")
+
+def _collected_late(got):
+    want = sc.SCENARIOS["timeouts_at_turn_start"][1]
+    if got[:3] == want[:3] and got[3:] != want[3:] and "call_later(0) added by first" in got[3:4]:
+        return ("a call_later(0) added by a callback fired in the same turn: a turn takes the "
+                "timeouts that are due when it *begins* (before its callbacks run), as tornado "
+                "6 / asyncio do; what falls due later waits for the next turn", None)
+    return None
 
 
 @pytest.mark.checkpoint("p04.timeouts")
-def test_the_loop_clock_is_monotonic(pumped):
-    t1 = pumped.call(pumped.loop.time, what="time()")
-    t2 = pumped.call(pumped.loop.time, what="time()")
-    check(t2 >= t1, "IOLoop.time() went backwards")
+def test_a_turn_runs_the_timeouts_due_when_it_began(api):
+    expect_events(api, "timeouts_at_turn_start", diagnose=_collected_late)
+
+
+@pytest.mark.checkpoint("p04.timeouts")
+def test_a_due_timeout_removed_by_a_callback_of_the_same_turn_never_fires(api):
+    expect_events(api, "removed_in_turn")
