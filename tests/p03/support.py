@@ -173,9 +173,26 @@ def finish(thread: DaemonThread, what: str, *, pitfall: str | None = None,
     return thread.result
 
 
-def settle(thread: threading.Thread, what: str) -> None:
-    """Wait until ``thread`` has nothing left to do: it finished, or it is parked."""
-    wait_until(lambda: not thread.is_alive() or quiet(thread), what=what)
+def settle(thread: threading.Thread, what: str, *,
+           pitfall: str | None = "spin_holding_lock") -> None:
+    """Wait until ``thread`` has nothing left to do: it finished, or it is parked.  Fails
+    fast when it spins or polls instead."""
+    first = usage(thread)
+
+    def settled() -> bool:
+        if not thread.is_alive() or quiet(thread):
+            return True
+        now = usage(thread)
+        if now is not None and first is not None and (
+                now[0] - first[0] > SPIN_CPU or now[1] - first[1] > SPIN_SWITCHES):
+            spot = where(thread)
+            interrupt_thread(thread)
+            fail(f"{what}: it neither returned nor parked, but used {now[0] - first[0]:.3f} s "
+                 f"of CPU and woke up {now[1] - first[1]} times: it spins or polls instead "
+                 f"of waiting (it is in {spot})", pitfall=pitfall)
+        return False
+
+    wait_until(settled, what=what, pitfall=pitfall)
 
 
 def conditions(obj: object) -> list[threading.Condition]:
