@@ -27,26 +27,30 @@ class OutputSink:
         self._wakeup_in_flight = False
         self.wakeups_scheduled = 0
         self.after_empty_drain: Callable[[], None] | None = None  # test hook
-        self._loop = None
+        # Set once by bind_loop, together and under the lock: a put sees both or neither.
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._event: asyncio.Event | None = None
 
     def bind_loop(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         """Attach the consumer's loop (default: the running one) and create the Event."""
-        self._loop = loop if loop is not None else asyncio.get_running_loop()
-        self._event = asyncio.Event()
+        loop = loop if loop is not None else asyncio.get_running_loop()
+        event = asyncio.Event()
+        with self._lock:  # publish the pair at once: a racing put sees both or neither
+            self._loop, self._event = loop, event
 
     def put(self, item: object) -> None:
         """Queue ``item``; wake the consumer unless a wakeup is already on its way."""
         self._items.append(item)  # first: whoever sees the flag set can rely on the item
         with self._lock:
-            if self._wakeup_in_flight or self._loop is None:
+            loop, event = self._loop, self._event
+            if self._wakeup_in_flight or loop is None or event is None:
                 return
             self._wakeup_in_flight = True
             self.wakeups_scheduled += 1
         # Outside the lock: this queues the callback and writes a byte to the loop's
         # self-pipe -- a system call, too slow to make other producers wait for.
         try:
-            self._loop.call_soon_threadsafe(self._event.set)
+            loop.call_soon_threadsafe(event.set)
         except RuntimeError:  # the loop is closed: nobody is left to wake
             pass
 

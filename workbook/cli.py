@@ -16,13 +16,13 @@ from pathlib import Path
 
 from rich.console import Console
 
-from workbook import ROOT, manifest, progress, render
+from workbook import ROOT, manifest, progress, render, variants
 from workbook.run import Result, UsageError, run_check
 
 console = Console(highlight=False)
 errors = Console(stderr=True, highlight=False)
 COMMANDS = ("all", "list", "status", "hint", "book", "demo", "bench", "grade",
-            "gradescope-bundle", "selftest")
+            "gradescope-bundle", "selftest", "mutate")
 
 
 def _problem(problem_id: str) -> manifest.Problem:
@@ -39,7 +39,11 @@ def _check_parser(prog: str) -> argparse.ArgumentParser:
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--file", type=Path, help="check this file instead of mine/")
     which.add_argument("--solution", action="store_true", help="check the reference solution")
-    which.add_argument("--pitfall", metavar="NAME", help="check a shipped wrong variant")
+    which.add_argument("--pitfall", metavar="NAME", help="check a shipped pitfall of the book")
+    which.add_argument("--wrong", metavar="NAME",
+                       help="check a wrong variant (one sentence of the contract broken)")
+    parser.add_argument("--show", action="store_true",
+                        help="with --pitfall/--wrong: print the change instead of checking")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--repeat", type=int, default=1, metavar="N",
                         help="run the set N times and report how many runs failed")
@@ -49,21 +53,32 @@ def _check_parser(prog: str) -> argparse.ArgumentParser:
 def target_file(problem: manifest.Problem, args: argparse.Namespace) -> Path:
     if args.solution:
         return problem.solution_file
-    if args.pitfall:
-        names = [p.name for p in problem.pitfalls]
-        if args.pitfall not in names:
-            raise UsageError(f"{problem.id} has no pitfall {args.pitfall!r} "
-                             f"(known: {', '.join(names)})")
-        return problem.pitfall_file(args.pitfall)
+    variant = _variant(problem, args)
+    if variant is not None:
+        return variants.materialize(variant)
     path = args.file or problem.learner_file
     if not path.is_file():
         raise UsageError(f"no such file: {path}")
     return path
 
 
+def _variant(problem: manifest.Problem, args: argparse.Namespace) -> variants.Variant | None:
+    if args.pitfall:
+        return variants.get(problem, "pitfall", args.pitfall)
+    if args.wrong:
+        return variants.get(problem, "wrong", args.wrong)
+    return None
+
+
 def cmd_check(problem_id: str, argv: list[str]) -> int:
     problem = _problem(problem_id)
     args = _check_parser(f"check.sh {problem_id}").parse_args(argv)
+    if args.show:
+        variant = _variant(problem, args)
+        if variant is None:
+            raise UsageError("--show goes with --pitfall NAME or --wrong NAME")
+        variants.show(variant, console)
+        return 0
     if args.repeat < 1:
         raise UsageError("--repeat needs a whole number of at least 1")
     target = target_file(problem, args)
@@ -73,7 +88,7 @@ def cmd_check(problem_id: str, argv: list[str]) -> int:
             console.print(f"run {i + 1}/{args.repeat}…", end="\r")
         results.append(run_check(problem, target))
     last = results[-1]
-    learner = not (args.solution or args.pitfall)
+    learner = not (args.solution or args.pitfall or args.wrong)
     if learner:
         _record(problem, last)
     if args.json:
@@ -164,13 +179,24 @@ def cmd_hint(argv: list[str]) -> int:
 def cmd_book(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="check.sh book", description="Read a chapter.")
     parser.add_argument("problem")
+    parser.add_argument("--answers", action="store_true", help="open every answer fold")
     args = parser.parse_args(argv)
     problem = _problem(args.problem)
     path = problem.chapter_file
     if not path.is_file():
         raise UsageError(f"missing chapter {render.shown_path(path)}")
-    console.print(render.markdown_view(f"{problem.id} · {problem.title}", path.read_text("utf-8")))
+    console.print(_chapter_view(problem, answers=args.answers))
     return 0
+
+
+def _chapter_view(problem: manifest.Problem, *, answers: bool = False, blocks=None):
+    """The chapter parsed into blocks (timelines, pitfall diffs, folds) for the terminal."""
+    from workbook import bookview, chapters
+    try:
+        chapter = chapters.load(problem)
+    except chapters.ChapterError as exc:
+        raise UsageError(f"{render.shown_path(problem.chapter_file)}: {exc}") from None
+    return bookview.chapter_view(chapter, answers=answers, blocks=blocks)
 
 
 # -- commands that live in their own modules ----------------------------------------------
@@ -209,7 +235,14 @@ def cmd_bench(argv: list[str]) -> int:
 
 
 def cmd_grade(argv: list[str]) -> int:
-    return _delegate("grade", "workbook.grade", argv)
+    return _delegate("grade", "workbook.grading.batch", argv)
+
+
+def cmd_mutate(argv: list[str]) -> int:
+    """Mutation testing of a reference (a developer command; needs the 'mutate' extra)."""
+    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
+        raise UsageError("usage: check.sh mutate pNN [--jobs N] [--sample K] [--json]")
+    return _delegate("mutate", "workbook.mutate", argv)
 
 
 def cmd_selftest(argv: list[str]) -> int:
@@ -226,15 +259,15 @@ def _no_args(name: str, argv: list[str]) -> None:
 
 HANDLERS = {"all": cmd_all, "list": cmd_list, "status": cmd_status, "hint": cmd_hint,
             "book": cmd_book, "demo": cmd_demo, "bench": cmd_bench, "grade": cmd_grade,
-            "selftest": cmd_selftest,
+            "selftest": cmd_selftest, "mutate": cmd_mutate,
             "gradescope-bundle": lambda argv: int(
-                importlib.import_module("workbook.grade").bundle_main(argv))}
+                importlib.import_module("workbook.grading.bundle").main(argv))}
 
 
 def usage() -> str:
     ids = " | ".join(manifest.problems())
-    return (f"usage: check.sh ({ids}) [--file PATH | --solution | --pitfall NAME] "
-            f"[--json] [--repeat N]\n       check.sh {{{','.join(COMMANDS)}}} ...")
+    return (f"usage: check.sh ({ids}) [--file PATH | --solution | --pitfall NAME | "
+            f"--wrong NAME] [--show] [--json] [--repeat N]\n       check.sh {{{','.join(COMMANDS)}}} ...")
 
 
 def main(argv: list[str] | None = None) -> int:

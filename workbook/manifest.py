@@ -48,6 +48,14 @@ class Pitfall:
 
 
 @dataclass(frozen=True)
+class Wrong:
+    """A single-sentence break of the contract (not a book pitfall), shipped as a diff."""
+    name: str
+    breaks: str                # the sentence of the spec or skeleton it breaks
+    fails: tuple[str, ...]     # the checkpoints that must fail; every other one must pass
+
+
+@dataclass(frozen=True)
 class Problem:
     id: str
     title: str
@@ -58,6 +66,7 @@ class Problem:
     time_limit: float
     checkpoints: tuple[Checkpoint, ...]
     pitfalls: tuple[Pitfall, ...]
+    wrongs: tuple[Wrong, ...] = ()
 
     # Derived paths -- the only place they are spelled out.
     @property
@@ -68,8 +77,32 @@ class Problem:
     def solution_file(self) -> Path:
         return ROOT / "solutions" / f"{self.module}.py"
 
-    def pitfall_file(self, name: str) -> Path:
+    def pitfall_diff(self, name: str) -> Path:
+        """A pitfall as a unified diff of the reference (format A)."""
+        return ROOT / "solutions" / "pitfalls" / self.id / f"{name}.diff"
+
+    def pitfall_module(self, name: str) -> Path:
+        """The old form of a pitfall, a whole module (used only while no .diff exists)."""
         return ROOT / "solutions" / "pitfalls" / self.id / f"{name}.py"
+
+    def pitfall_source(self, name: str) -> Path:
+        """The file that defines the pitfall: its .diff if there is one, else the module."""
+        diff = self.pitfall_diff(name)
+        return diff if diff.is_file() else self.pitfall_module(name)
+
+    def pitfall_file(self, name: str) -> Path:
+        """A learner file of the pitfall, ready to check or import: the reference with the
+        diff applied (a cached temporary ``<module>.py``), or the old module."""
+        from workbook import variants  # late: variants builds on this module
+        return variants.materialize(variants.get(self, "pitfall", name))
+
+    def wrong_file(self, name: str) -> Path:
+        """A learner file of the wrong variant (the reference with its diff applied)."""
+        from workbook import variants
+        return variants.materialize(variants.get(self, "wrong", name))
+
+    def wrong_diff(self, name: str) -> Path:
+        return ROOT / "solutions" / "wrong" / self.id / f"{name}.diff"
 
     @property
     def alternates_dir(self) -> Path:
@@ -104,6 +137,12 @@ class Problem:
         for p in self.pitfalls:
             if p.name == name:
                 return p
+        raise KeyError(name)
+
+    def wrong(self, name: str) -> Wrong:
+        for w in self.wrongs:
+            if w.name == name:
+                return w
         raise KeyError(name)
 
     @property
@@ -158,6 +197,22 @@ def _pitfall(data: dict, checkpoint_ids: set[str], where: str) -> Pitfall:
     return p
 
 
+def _wrong(data: dict, checkpoint_ids: set[str], where: str) -> Wrong:
+    w = Wrong(
+        name=_require(data, "name", str, where),
+        breaks=_require(data, "breaks", str, where),
+        fails=tuple(_require(data, "fails", list, where)),
+    )
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", w.name):
+        raise ManifestError(f"{where}: wrong variant name {w.name!r} must be a python identifier")
+    unknown = set(w.fails) - checkpoint_ids
+    if not w.fails or unknown:
+        raise ManifestError(f"{where}: 'fails' must name checkpoints of this problem ({unknown})")
+    if not w.breaks.strip():
+        raise ManifestError(f"{where}: 'breaks' must state the sentence the variant breaks")
+    return w
+
+
 def load_problem(path: Path) -> Problem:
     with path.open("rb") as f:
         data = tomllib.load(f)
@@ -179,6 +234,13 @@ def load_problem(path: Path) -> Problem:
     names = [p.name for p in pitfalls]
     if len(set(names)) != len(names):
         raise ManifestError(f"{where}: pitfall names must be unique")
+    wrongs = tuple(
+        _wrong(w, set(ids), f"{where} wrong {i + 1}")
+        for i, w in enumerate(data.get("wrong", []))
+    )
+    wrong_names = [w.name for w in wrongs]
+    if len(set(wrong_names)) != len(wrong_names):
+        raise ManifestError(f"{where}: wrong variant names must be unique")
     difficulty = _require(data, "difficulty", str, where)
     if difficulty not in DIFFICULTIES:
         raise ManifestError(f"{where}: difficulty must be one of {DIFFICULTIES}")
@@ -192,6 +254,7 @@ def load_problem(path: Path) -> Problem:
         time_limit=float(_require(data, "time_limit", (int, float), where)),
         checkpoints=checkpoints,
         pitfalls=pitfalls,
+        wrongs=wrongs,
     )
 
 

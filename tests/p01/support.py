@@ -1,8 +1,12 @@
 """Test doubles for P01: a stand-in for the loop handed to ``bind_loop``."""
 from __future__ import annotations
 
+import queue
+import sys
 import threading
 from typing import Any, Callable
+
+from workbook.testkit import BOUND, join, kernel_state, parked, start_daemon, wait_until
 
 
 class LoopWrapper:
@@ -43,12 +47,87 @@ def lost_wakeup_pitfall(sink, wrapper: LoopWrapper, default: str | None) -> tupl
     """Name the likely cause when a consumer slept through a put from another thread."""
     if wrapper.calls == 0 and sink.wakeups_scheduled > 0:
         return "set_from_producer", (
-            f"wakeups_scheduled is {sink.wakeups_scheduled} but the bound loop's "
-            "call_soon_threadsafe was never called: setting the event from the producer "
-            "thread does not wake a loop that sleeps in select()")
+            f"wakeups_scheduled is {sink.wakeups_scheduled} but the call_soon_threadsafe of "
+            "the object given to bind_loop was never called: setting the event from the "
+            "producer thread (or waking some other loop) does not wake the bound loop")
     if wrapper.calls == 0:
         return "asyncio_queue", (
             "put() never called the bound loop's call_soon_threadsafe, so nothing woke the "
             "loop sleeping in select() (asyncio objects are not thread-safe)")
     return default, (f"call_soon_threadsafe was called {wrapper.calls} time(s), "
                      f"wakeups_scheduled is {sink.wakeups_scheduled}")
+
+
+class PutPartner:
+    """A producer thread that does one ``sink.put(n)`` each time it is asked, and records
+    what each put raised.  ``step()`` asks for one put and returns once it has finished or
+    the partner is parked (blocked, e.g. on a lock the asking thread holds)."""
+
+    def __init__(self, sink) -> None:
+        self.sink = sink
+        self.put_items: list[int] = []
+        self.errors: list[BaseException] = []
+        self._requests: "queue.SimpleQueue[int | None]" = queue.SimpleQueue()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._next = 0
+        self.thread = start_daemon(self._serve, name="racing-producer")
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                n = self._requests.get(timeout=4 * BOUND)
+            except queue.Empty:
+                return
+            if n is None:
+                return
+            try:
+                self.sink.put(n)
+                self.put_items.append(n)
+            except BaseException as exc:  # recorded for the test to report
+                self.errors.append(exc)
+            finally:
+                self._idle.set()
+
+    def step(self) -> None:
+        if not self._idle.is_set():
+            return  # the previous put has not finished: it is blocked, leave it be
+        self._idle.clear()
+        self._requests.put(self._next)
+        self._next += 1
+        wait_until(lambda: self._idle.is_set() or self._blocked(),
+                   what="a put() racing bind_loop() finished or blocked")
+
+    def _blocked(self) -> bool:
+        return parked(self.thread, 0.02) and not self._idle.is_set() \
+            and kernel_state(self.thread) not in ("R", None)
+
+    def finish(self) -> None:
+        """Wait for the last put, then stop the thread."""
+        wait_until(self._idle.is_set, what="the last racing put() finished",
+                   pitfall=None)
+        self._requests.put(None)
+        join(self.thread, what="the racing producer")
+
+
+def run_interleaved(fn: Callable[[], Any], partner: PutPartner, skip: tuple[str, ...]) -> Any:
+    """Call ``fn()`` in this thread and let ``partner`` do one put before every line that
+    runs in it (in any frame whose file is not under ``skip``): every interleaving of a put
+    with ``fn`` at line granularity is tried once, whatever the code looks like."""
+    def local(frame, event, arg):
+        if event == "line":
+            partner.step()
+        return local
+
+    def global_(frame, event, arg):
+        if frame.f_code.co_filename.startswith(skip):
+            return None
+        partner.step()  # before the first line of each call, too
+        return local
+
+    previous = sys.gettrace()
+    sys.settrace(global_)
+    try:
+        return fn()
+    finally:
+        sys.settrace(previous)

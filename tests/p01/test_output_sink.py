@@ -7,13 +7,19 @@ forced with the ``after_empty_drain`` hook and a wrapper of the loop; waits are 
 from __future__ import annotations
 
 import asyncio
+import statistics
 import threading
 import time
 
 import pytest
 
-from tests.p01.support import LoopWrapper, lost_wakeup_pitfall
-from workbook.testkit import BOUND, check, fail, join, note, start_daemon
+from tests.p01.support import LoopWrapper, PutPartner, lost_wakeup_pitfall, run_interleaved
+from workbook import ROOT
+from workbook.testkit import (BOUND, LoopThread, bounded, check, done_within, fail, join,
+                              note, start_daemon, thread_cpu_seconds, wait_until)
+
+#: Code of the harness and of these tests, never interleaved with (see run_interleaved).
+HARNESS_CODE = (str(ROOT / "tests"), str(ROOT / "workbook"))
 
 
 def bound_sink(impl, lt, *, wrapped: bool = False):
@@ -30,7 +36,7 @@ def bound_sink(impl, lt, *, wrapped: bool = False):
 async def get(sink, *, what: str, pitfall: str | None = None, **kwargs):
     """``sink.get_batch(**kwargs)``, failing after BOUND seconds instead of hanging."""
     try:
-        return await asyncio.wait_for(sink.get_batch(**kwargs), BOUND)
+        return await bounded(sink.get_batch(**kwargs), BOUND)
     except asyncio.TimeoutError:
         fail(f"{what}: get_batch({_args(kwargs)}) was still waiting after {BOUND:g} s",
              pitfall=pitfall)
@@ -104,8 +110,14 @@ def test_leftover_items_are_returned_at_once_by_the_next_call(impl, lt):
 @pytest.mark.checkpoint("p01.fifo")
 def test_items_put_before_bind_loop_wait_in_the_queue(impl, lt):
     sink = impl.OutputSink()
+    check(sink.wakeups_scheduled == 0 and sink.after_empty_drain is None,
+          f"a new sink has wakeups_scheduled == {sink.wakeups_scheduled!r} and "
+          f"after_empty_drain == {sink.after_empty_drain!r}; expected 0 and None")
     sink.put("early")
     lt.call(sink.bind_loop)
+    check(sink.wakeups_scheduled == 0,
+          f"a put before bind_loop counted {sink.wakeups_scheduled} wakeup(s): with no loop "
+          "bound there is nothing to wake, the item just waits in the queue")
 
     async def scenario():
         got = await get(sink, timeout=1.0, what="with an item put before bind_loop")
@@ -121,10 +133,20 @@ def test_max_items_below_one_raises_value_error(impl, lt):
     async def scenario():
         for bad in (0, -1):
             try:
-                await asyncio.wait_for(sink.get_batch(max_items=bad, timeout=0), BOUND)
+                await bounded(sink.get_batch(max_items=bad, timeout=0), BOUND)
             except ValueError:
                 continue
             fail(f"get_batch(max_items={bad}) did not raise ValueError")
+        sink.put("kept")
+        try:
+            await bounded(sink.get_batch(max_items=0, timeout=0), BOUND)
+        except ValueError:
+            pass
+        else:
+            fail("get_batch(max_items=0) with an item queued did not raise ValueError")
+        got = await get(sink, timeout=1.0, what="after the ValueError, with 'kept' queued")
+        check(got == ["kept"], f"after get_batch(max_items=0) raised, the queued item came "
+              f"out as {got!r}, expected ['kept']")
 
     lt.run(scenario(), 2 * BOUND, what="get_batch with a bad max_items")
 
@@ -169,11 +191,15 @@ def test_the_worked_example_counts_one_wakeup_per_cycle(impl, lt):
 def test_a_thousand_puts_while_the_consumer_is_busy_schedule_one_wakeup(impl, lt):
     sink, wrapper = bound_sink(impl, lt, wrapped=True)
 
-    def producer():
-        for i in range(1000):
+    def producer(items):
+        for i in items:
             sink.put(i)
 
-    join(start_daemon(producer, name="producer"), what="1000 puts")
+    join(start_daemon(producer, range(1), name="producer"), what="put(0)")
+    # Let the loop run whatever put(0) scheduled: the wakeup has now rung, yet the consumer
+    # has not consumed (or re-armed), so the cycle is still open for the next 999 puts.
+    check(lt.sync(), "harness: the loop thread did not run a callback")
+    join(start_daemon(producer, range(1, 1000), name="producer"), what="999 more puts")
     check(sink.wakeups_scheduled == 1,
           f"1000 puts scheduled {sink.wakeups_scheduled} wakeups, expected exactly 1",
           pitfall="per_put_wakeup" if sink.wakeups_scheduled > 1 else None)
@@ -194,7 +220,7 @@ def test_a_thousand_puts_while_the_consumer_is_busy_schedule_one_wakeup(impl, lt
 async def _timed_get(sink, **kwargs):
     loop = asyncio.get_running_loop()
     start = loop.time()
-    got = await asyncio.wait_for(sink.get_batch(**kwargs), 4 * BOUND)
+    got = await bounded(sink.get_batch(**kwargs), 4 * BOUND)
     return got, loop.time() - start
 
 
@@ -213,9 +239,15 @@ def test_a_zero_timeout_is_one_non_blocking_look(impl, lt):
     got, elapsed = lt.run(_timed_get(sink, timeout=0), 5 * BOUND, what="get_batch(timeout=0)")
     check(got == [] and elapsed < 1.0,
           f"get_batch(timeout=0) on an empty sink returned {got!r} after {elapsed:.2f} s")
-    sink.put("x")
-    got, _ = lt.run(_timed_get(sink, timeout=0), 5 * BOUND, what="get_batch(timeout=0)")
-    check(got == ["x"], f"get_batch(timeout=0) with one item queued returned {got!r}")
+    got, elapsed = lt.run(_timed_get(sink, timeout=-1), 5 * BOUND, what="get_batch(timeout=-1)")
+    check(got == [] and elapsed < 1.0,
+          f"get_batch(timeout=-1) on an empty sink returned {got!r} after {elapsed:.2f} s")
+    for timeout in (0, -1):
+        sink.put("x")
+        got, _ = lt.run(_timed_get(sink, timeout=timeout), 5 * BOUND,
+                        what=f"get_batch(timeout={timeout})")
+        check(got == ["x"], f"get_batch(timeout={timeout}) with one item queued returned "
+              f"{got!r}: a timeout <= 0 is one non-blocking look, not none")
 
 
 @pytest.mark.checkpoint("p01.timeout")
@@ -223,13 +255,13 @@ def test_an_empty_wait_sleeps_instead_of_spinning(impl, lt):
     sink, _ = bound_sink(impl, lt)
     sink.put("x")  # one full wakeup cycle first, so the event has been set once
 
-    async def scenario():
-        await get(sink, what="with one item queued")
-        cpu = time.thread_time()  # CPU time of the loop thread
-        got, elapsed = await _timed_get(sink, timeout=1.0)
-        return got, elapsed, time.thread_time() - cpu
-
-    got, elapsed, cpu = lt.run(scenario(), 5 * BOUND, what="an empty get_batch(timeout=1.0)")
+    lt.run(get(sink, what="with one item queued"), 2 * BOUND, what="taking the item")
+    before = thread_cpu_seconds(lt.thread)  # the loop thread's own CPU clock
+    got, elapsed = lt.run(_timed_get(sink, timeout=1.0), 5 * BOUND,
+                          what="an empty get_batch(timeout=1.0)")
+    after = thread_cpu_seconds(lt.thread)
+    check(before is not None and after is not None, "the loop thread ended")
+    cpu = after - before
     check(got == [], f"get_batch(timeout=1.0) on an empty sink returned {got!r}")
     check(cpu < 0.3 * elapsed,
           f"an empty get_batch(timeout=1.0) burnt {cpu:.2f} s of CPU in {elapsed:.2f} s: it "
@@ -312,6 +344,113 @@ def test_four_producers_keep_their_order_and_nothing_is_lost_or_duplicated(impl,
     note(f"{calls} batches, {sink.wakeups_scheduled} wakeups for {total} items")
 
 
+@pytest.mark.checkpoint("p01.producers")
+def test_a_put_racing_bind_loop_neither_fails_nor_loses_its_item(impl, lt):
+    """A put is tried before every line that bind_loop() runs (in the loop thread), from a
+    producer thread: whatever it sees of a half-done bind_loop, it must not raise."""
+    for wrapped in (True, False):
+        sink = impl.OutputSink()
+        wrapper = LoopWrapper(lt.loop)
+        partner = PutPartner(sink)
+        partner.step()  # one put before bind_loop is even called
+        bind = (lambda: sink.bind_loop(wrapper)) if wrapped else sink.bind_loop
+        lt.call(run_interleaved, bind, partner, HARNESS_CODE, timeout=6 * BOUND)
+        partner.finish()
+        how = "bind_loop(wrapper)" if wrapped else "bind_loop()"
+        if partner.errors:
+            exc = partner.errors[0]
+            fail(f"a put() from another thread raised {type(exc).__name__}: {exc} while "
+                 f"{how} ran on the loop: bind_loop must publish what put() uses all at "
+                 "once (or put() must cope with a half-bound sink)")
+
+        async def collect():
+            got = []
+            while len(got) < len(partner.put_items):
+                batch = await sink.get_batch(timeout=1.0)
+                if not batch:
+                    break
+                got += batch
+            return got
+
+        got = lt.run(collect(), 3 * BOUND, what="taking the items put around bind_loop")
+        check(got == partner.put_items,
+              f"{len(partner.put_items)} puts raced {how}; get_batch returned {got!r}, "
+              f"expected {partner.put_items!r}")
+
+
+@pytest.mark.checkpoint("p01.producers")
+def test_a_put_after_the_loop_has_closed_is_ignored(impl):
+    with LoopThread() as other:
+        sink = impl.OutputSink()
+        other.call(sink.bind_loop)
+    check(other.loop.is_closed(), "harness: the loop did not close")  # not the learner's fault
+    for item in ("late", "later"):
+        try:
+            sink.put(item)
+        except RuntimeError as exc:
+            fail(f"put({item!r}) after the bound loop closed raised RuntimeError: {exc}; "
+                 "a closed loop has nobody left to wake, put() must ignore it")
+
+
+@pytest.mark.checkpoint("p01.producers")
+def test_put_never_waits_for_a_busy_consumer(impl, lt):
+    sink, _ = bound_sink(impl, lt)
+    release = threading.Event()
+    lt.loop.call_soon_threadsafe(release.wait, 6 * BOUND)  # the loop thread is busy, blocked
+
+    def producer():
+        for i in range(100):
+            sink.put(i)
+
+    try:
+        join(start_daemon(producer, name="producer"),
+             what="100 puts while the loop thread was busy in a callback")
+    finally:
+        release.set()
+    got = lt.run(get(sink, max_items=1000, what="with 100 items queued"), 2 * BOUND,
+                 what="taking the 100 items")
+    check(got == list(range(100)), f"expected items 0..99, got {got[:5]!r}... ({len(got)})")
+
+
+@pytest.mark.checkpoint("p01.producers")
+def test_a_producer_stalled_in_call_soon_threadsafe_does_not_block_the_consumer(impl, lt):
+    """A producer can be descheduled inside call_soon_threadsafe for as long as the OS likes;
+    the consumer must still be able to take items, arm and look again meanwhile."""
+    sink, wrapper = bound_sink(impl, lt, wrapped=True)
+    release = threading.Event()
+    stalled = threading.Event()
+
+    def stall():
+        wrapper.after_forward = None
+        stalled.set()
+        release.wait(6 * BOUND)
+
+    wrapper.after_forward = stall
+    producer = start_daemon(sink.put, "x", name="stalled-producer")
+    try:
+        wait_until(lambda: stalled.is_set() or not producer.is_alive(),
+                   what="put('x') reached call_soon_threadsafe")
+        check(stalled.is_set(), "put('x') returned without calling call_soon_threadsafe on "
+              "the bound loop", pitfall=lost_wakeup_pitfall(sink, wrapper, None)[0])
+
+        async def consume():
+            first = await sink.get_batch()
+            again = await sink.get_batch(timeout=0)  # arms and looks once more
+            return first, again
+
+        future = lt.submit(consume())
+        if not _done_within(future, BOUND):
+            lt._abandon(future)
+            fail("while a producer was inside the loop's call_soon_threadsafe, the consumer "
+                 f"could not take 'x' and re-arm within {BOUND:g} s: put() must not hold its "
+                 "lock while it calls out")
+        check(future.result() == (["x"], []),
+              f"expected (['x'], []), got {future.result()!r}")
+    finally:
+        release.set()
+    join(producer, what="the stalled put('x')")
+
+
 # -- 5. No lost wakeup across threads -------------------------------------------------------
 
 def _await_waiting_consumer(lt, sink, **kwargs):
@@ -325,6 +464,17 @@ def _await_waiting_consumer(lt, sink, **kwargs):
 def test_a_put_from_another_thread_wakes_a_consumer_that_is_already_waiting(impl, lt):
     sink, wrapper = bound_sink(impl, lt, wrapped=True)
     future = _await_waiting_consumer(lt, sink)
+    if future.done():
+        fail(f"get_batch() with nothing queued returned {future.result()[0]!r} at once: "
+             "timeout=None means wait until an item arrives")
+
+    def rung():
+        """After put(0) forwarded its wakeup: let the loop run it before puts 1..4.  The
+        consumer has not re-armed yet, so the cycle is still open for them."""
+        wrapper.after_forward = None
+        lt.sync()
+
+    wrapper.after_forward = rung
 
     def producer():
         for i in range(5):
@@ -350,11 +500,7 @@ def test_a_put_from_another_thread_wakes_a_consumer_that_is_already_waiting(impl
 
 
 def _done_within(future, timeout: float) -> bool:
-    try:
-        future.exception(timeout)
-    except Exception:  # timed out or cancelled
-        return future.done()
-    return True
+    return done_within(future, timeout, what="the waiting consumer")
 
 
 @pytest.mark.checkpoint("p01.pingpong")
@@ -369,9 +515,8 @@ def test_a_wakeup_never_arrives_before_its_item(impl, lt):
 
     def hold_producer():
         wrapper.after_forward = None
-        deadline = time.monotonic() + BOUND
-        while not (empty_drains.is_set() or future.done()) and time.monotonic() < deadline:
-            time.sleep(0.001)  # polling for a state, bounded
+        wait_until(lambda: empty_drains.is_set() or future.done(),
+                   what="the woken consumer drained (and found the item or nothing)")
         if not future.done():
             lt.wait_idle(what="the consumer went back to sleep")
 
@@ -400,28 +545,89 @@ def test_three_hundred_ping_pong_rounds_lose_no_wakeup(impl, lt):
             sink.put(i)
 
     async def consumer():
-        slowest = 0.0
+        times = []
         loop = asyncio.get_running_loop()
         for i in range(rounds):
             start = loop.time()
             requests[i].set()
             try:
-                batch = await asyncio.wait_for(sink.get_batch(), BOUND)
+                batch = await bounded(sink.get_batch(), BOUND)
             except asyncio.TimeoutError:
                 pitfall, detail = lost_wakeup_pitfall(sink, wrapper, None)
                 fail(f"round {i}: the item was put but the consumer slept for {BOUND:g} s "
                      "(lost wakeup); " + detail, pitfall=pitfall)
             check(batch == [i], f"round {i}: expected [{i}], got {batch!r}")
-            slowest = max(slowest, loop.time() - start)
-        return slowest
+            times.append(loop.time() - start)
+        return times
 
     thread = start_daemon(producer, name="producer")
-    slowest = lt.run(consumer(), rounds * BOUND, what="300 ping-pong rounds")
+    times = lt.run(consumer(), rounds * BOUND, what="300 ping-pong rounds")
     join(thread, what="the producer")
-    note(f"slowest round {slowest * 1000:.1f} ms")
+    slowest = max(times)
+    note(f"median round {statistics.median(times) * 1000:.2f} ms, slowest {slowest * 1000:.1f} ms")
+    check(slowest < 1.0, f"the slowest round took {slowest:.2f} s, expected well under a second")
+
+
+@pytest.mark.checkpoint("p01.pingpong")
+def test_a_sleeping_consumer_returns_as_soon_as_an_item_is_put(impl, lt):
+    """15 rounds: the consumer is asleep in select(), another thread puts one item; the
+    median time from the put to get_batch's return must be a few milliseconds at most."""
+    sink, _ = bound_sink(impl, lt)
+
+    async def timed():
+        got = await sink.get_batch(timeout=2 * BOUND)
+        return got, time.monotonic()
+
+    latencies = []
+    for i in range(15):
+        future = lt.submit(timed())
+        lt.wait_idle(what="the consumer is waiting in get_batch")
+        start = time.monotonic()
+        join(start_daemon(sink.put, i, name="producer"), what=f"put({i})")
+        got, returned = lt.wait(future, 3 * BOUND, what=f"get_batch woken by put({i})")
+        check(got == [i], f"round {i}: expected [{i}], got {got!r}")
+        latencies.append(returned - start)
+    median = statistics.median(latencies)
+    note(f"wakeup latency: median {median * 1000:.2f} ms, slowest {max(latencies) * 1000:.1f} ms")
+    check(median < 0.005, f"a consumer asleep in get_batch took {median * 1000:.0f} ms (median "
+          "of 15) to return an item put by another thread: it must return as soon as an item "
+          "is available, not when it next looks")
+
+
+@pytest.mark.checkpoint("p01.pingpong")
+def test_bind_loop_without_an_argument_binds_the_running_loop(impl, lt):
+    sink, _ = bound_sink(impl, lt)
+    future = _await_waiting_consumer(lt, sink, timeout=2 * BOUND)
+    join(start_daemon(sink.put, "x", name="producer"), what="put('x')")
+    if not _done_within(future, BOUND):
+        lt._abandon(future)
+        fail("after bind_loop() with no argument (called on the loop), a put from another "
+             f"thread did not wake the waiting consumer within {BOUND:g} s: bind_loop() must "
+             "bind asyncio.get_running_loop()")
+    got, _ = future.result()
+    check(got == ["x"], f"the consumer received {got!r}, expected ['x']")
 
 
 # -- 6. The injected put --------------------------------------------------------------------
+
+@pytest.mark.checkpoint("p01.injected_put")
+def test_the_hook_runs_only_after_a_drain_that_found_nothing(impl, lt):
+    sink, _ = bound_sink(impl, lt)
+    calls = []
+    sink.after_empty_drain = lambda: calls.append(sink.wakeups_scheduled)
+
+    async def scenario():
+        sink.put("a")
+        got = await get(sink, what="with 'a' queued")
+        with_items = len(calls)
+        empty = await get(sink, timeout=0.05, what="with nothing queued")
+        return got, with_items, empty
+
+    got, with_items, empty = lt.run(scenario(), 3 * BOUND, what="the hook scenario")
+    check(got == ["a"] and empty == [], f"expected ['a'] then [], got {got!r} then {empty!r}")
+    check(with_items == 0, f"after_empty_drain ran {with_items} time(s) in a get_batch that "
+          "found an item at once: it runs only after a drain found nothing")
+    check(calls, "after_empty_drain never ran in a get_batch(timeout=0.05) that found nothing")
 
 @pytest.mark.checkpoint("p01.injected_put")
 def test_a_put_injected_after_an_empty_drain_is_returned_at_once(impl, lt):
@@ -442,7 +648,7 @@ def test_a_put_injected_after_an_empty_drain_is_returned_at_once(impl, lt):
         check(first == ["a"], f"expected ['a'], got {first!r}")
         sink.after_empty_drain = inject
         try:
-            got = await asyncio.wait_for(sink.get_batch(), BOUND)
+            got = await bounded(sink.get_batch(), BOUND)
         except asyncio.TimeoutError:
             check(calls, "get_batch never called after_empty_drain after finding nothing")
             fail(f"'b' was put after the empty drain, before re-arming; get_batch was still "

@@ -18,6 +18,13 @@ def pitfall_cases():
     return [pytest.param(p, pit, id=f"{p.id}-{pit.name}") for p in PROBLEMS for pit in p.pitfalls]
 
 
+def variant_cases(kind: str | None = None):
+    """Every pitfall and wrong variant (or those of one kind) as pytest params."""
+    from workbook import variants
+    return [pytest.param(v, id=f"{p.id}-{v.kind}-{v.name}")
+            for p in PROBLEMS for v in variants.all_variants(p) if kind in (None, v.kind)]
+
+
 def alternate_cases():
     return [pytest.param(p, path, id=f"{p.id}-{path.stem}")
             for p in PROBLEMS for path in sorted(p.alternates_dir.glob("*.py"))]

@@ -1,10 +1,12 @@
-"""The acceptance sets judge correctly: the reference and the alternates pass, every shipped
-pitfall fails with a diagnosis naming it, the skeleton reports not-implemented."""
+"""The acceptance sets judge correctly: the reference and the alternates pass; every shipped
+pitfall and wrong variant fails exactly the checkpoints it declares and passes all the others
+(a pitfall with a diagnosis naming it); the skeleton reports not-implemented."""
 from __future__ import annotations
 
 import pytest
 
-from tests.selftest.conftest import PROBLEMS, alternate_cases, checked, pitfall_cases
+from tests.selftest.conftest import PROBLEMS, alternate_cases, checked, variant_cases
+from workbook import cli, variants
 
 
 def _failures(result) -> str:
@@ -19,18 +21,46 @@ def test_the_reference_passes_every_checkpoint(problem):
     assert all(cp.status == "passed" for cp in result.checkpoints), _failures(result)
 
 
-@pytest.mark.parametrize("problem,pitfall", pitfall_cases())
-def test_each_pitfall_fails_with_a_diagnosis_that_names_it(problem, pitfall):
-    result = checked(problem.id, str(problem.pitfall_file(pitfall.name)))
-    assert not result.passed, f"{pitfall.name} passed every checkpoint"
+@pytest.mark.parametrize("variant", variant_cases())
+def test_each_variant_fails_exactly_its_declared_checkpoints(variant):
+    result = checked(variant.problem.id, str(variants.materialize(variant)))
     assert result.import_error is None, result.import_error
     by_id = {cp.id: cp for cp in result.checkpoints}
-    still_passing = [cp for cp in pitfall.fails if by_id[cp].status == "passed"]
-    assert not still_passing, f"{pitfall.name} should fail {still_passing}"
-    named = [cp for cp in pitfall.fails if by_id[cp].pitfall == pitfall.name]
-    assert named, (f"no failing checkpoint names {pitfall.name}: "
-                   + "; ".join(f"{c}: {by_id[c].pitfall} / {by_id[c].message}"
-                               for c in pitfall.fails))
+    still_passing = [cp for cp in variant.fails if by_id[cp].status == "passed"]
+    assert not still_passing, f"{variant.label} should fail {still_passing}"
+    also_failing = {cp.id: cp.message for cp in result.checkpoints
+                    if cp.id not in variant.fails and cp.status != "passed"}
+    assert not also_failing, (f"{variant.label} must pass every checkpoint it does not "
+                              f"declare in 'fails': {also_failing}")
+    if variant.kind == "pitfall":
+        named = [cp for cp in variant.fails if by_id[cp].pitfall == variant.name]
+        assert named, (f"no failing checkpoint names {variant.name}: "
+                       + "; ".join(f"{c}: {by_id[c].pitfall} / {by_id[c].message}"
+                                   for c in variant.fails))
+
+
+@pytest.mark.parametrize("variant", [v for v in variant_cases() if v.values[0].is_diff])
+def test_each_diff_applies_to_the_reference_and_explains_itself(variant):
+    parsed = variants.parse(variant)
+    assert parsed.explanation.strip(), f"{variant.label}: no explanation above the diff"
+    text = variants.apply(variant)
+    assert text != variant.problem.solution_file.read_text("utf-8")
+    compile(text, str(variant.source), "exec", dont_inherit=True)
+
+
+@pytest.mark.parametrize("variant", variant_cases())
+def test_show_prints_the_explanation_and_the_change(variant, capsys):
+    option = "--pitfall" if variant.kind == "pitfall" else "--wrong"
+    assert cli.main([variant.problem.id, option, variant.name, "--show"]) == 0
+    out = capsys.readouterr().out
+    assert variant.name in out and variant.fails[0] in out, out
+    if variant.is_diff:
+        parsed = variants.parse(variant)
+        first = parsed.explanation.splitlines()[0].strip() if parsed.explanation else ""
+        assert first[:40] in " ".join(out.split()), out
+        added = [ln[1:].strip() for ln in parsed.diff.splitlines()
+                 if ln.startswith("+") and not ln.startswith("+++") and ln[1:].strip()]
+        assert all(a[:30] in out for a in added[:3]), out
 
 
 @pytest.mark.parametrize("problem,path", alternate_cases())

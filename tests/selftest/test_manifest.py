@@ -6,7 +6,7 @@ import re
 import pytest
 
 from tests.selftest.conftest import PROBLEMS
-from workbook import manifest
+from workbook import manifest, variants
 from workbook.manifest import ManifestError, load_problem
 
 MARKER = re.compile(r"""@pytest\.mark\.checkpoint\(\s*["']([\w.]+)["']\s*\)""")
@@ -17,7 +17,8 @@ def test_every_file_the_manifest_implies_exists(problem):
     paths = [problem.learner_file, problem.solution_file, problem.chapter_file,
              problem.tests_dir / "__init__.py"]
     paths += [problem.hint_file(level) for level in (1, 2, 3)]
-    paths += [problem.pitfall_file(p.name) for p in problem.pitfalls]
+    paths += [problem.pitfall_source(p.name) for p in problem.pitfalls]
+    paths += [problem.wrong_diff(w.name) for w in problem.wrongs]
     missing = [str(p) for p in paths if not p.is_file()]
     assert not missing
 
@@ -41,10 +42,26 @@ def test_every_section_the_manifest_points_to_is_a_heading_of_the_chapter(proble
 
 
 @pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.id)
-def test_every_pitfall_module_states_its_mistake_in_a_docstring(problem):
-    for pitfall in problem.pitfalls:
-        text = problem.pitfall_file(pitfall.name).read_text("utf-8")
-        assert text.lstrip().startswith('"""'), pitfall.name
+def test_every_variant_states_its_mistake(problem):
+    """A diff explains itself in the text above it; an old-form module in its docstring."""
+    for variant in variants.all_variants(problem):
+        if variant.is_diff:
+            assert variants.parse(variant).explanation.strip(), variant.label
+        else:
+            text = variant.source.read_text("utf-8")
+            assert text.lstrip().startswith('"""'), variant.label
+
+
+@pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.id)
+def test_every_variant_file_is_declared_in_the_manifest(problem):
+    pitfalls = problem.pitfall_diff("x").parent
+    wrong = problem.wrong_diff("x").parent
+    found = {("pitfall", f.stem) for f in pitfalls.glob("*.diff")}
+    found |= {("pitfall", f.stem) for f in pitfalls.glob("*.py")}
+    found |= {("wrong", f.stem) for f in wrong.glob("*.diff")}
+    declared = {("pitfall", p.name) for p in problem.pitfalls}
+    declared |= {("wrong", w.name) for w in problem.wrongs}
+    assert found - declared == set(), "variant files the manifest does not declare"
 
 
 def test_a_manifest_with_an_unknown_checkpoint_in_a_pitfall_is_rejected(tmp_path):
@@ -55,6 +72,25 @@ difficulty = "easy"\ntime_limit = 5
 [[pitfalls]]\nname = "x"\ntitle = "X"\nfails = ["p77.b"]\nhint = 1\nsection = "S"
 ''')
     with pytest.raises(ManifestError, match="fails"):
+        load_problem(path)
+
+
+def test_a_wrong_variant_is_loaded_and_checked_like_a_pitfall(tmp_path):
+    head = '''id = "p77"\ntitle = "t"\nsummary = "s"\nmodule = "m"\nminutes = 1
+difficulty = "easy"\ntime_limit = 5
+[[checkpoints]]\nid = "p77.a"\ntitle = "A"\npoints = 1\nhint = 1\nsection = "S"
+'''
+    path = tmp_path / "p77.toml"
+    path.write_text(head + '[[wrong]]\nname = "w"\nbreaks = "A is kept."\nfails = ["p77.a"]\n')
+    problem = load_problem(path)
+    assert problem.wrongs == (manifest.Wrong("w", "A is kept.", ("p77.a",)),)
+    assert problem.wrong("w").fails == ("p77.a",)
+    assert problem.wrong_diff("w").parts[-3:] == ("wrong", "p77", "w.diff")
+    path.write_text(head + '[[wrong]]\nname = "w"\nbreaks = "A is kept."\nfails = ["p77.b"]\n')
+    with pytest.raises(ManifestError, match="fails"):
+        load_problem(path)
+    path.write_text(head + '[[wrong]]\nname = "w"\nfails = ["p77.a"]\n')
+    with pytest.raises(ManifestError, match="breaks"):
         load_problem(path)
 
 

@@ -19,19 +19,22 @@ class OutputSink:
         self._event = None
 
     def bind_loop(self, loop=None):
-        self._loop = loop or asyncio.get_running_loop()
-        self._event = asyncio.Event()
+        loop = loop or asyncio.get_running_loop()
+        event = asyncio.Event()
+        with self._lock:  # put() reads both under this lock: it sees the pair or nothing
+            self._loop, self._event = loop, event
 
     def put(self, item):
         with self._lock:
             self._pending.append(item)
-            wake = self._armed and self._loop is not None
+            loop, event = self._loop, self._event
+            wake = self._armed and loop is not None
             if wake:
                 self._armed = False
                 self.wakeups_scheduled += 1
         if wake:
             try:
-                self._loop.call_soon_threadsafe(self._event.set)
+                loop.call_soon_threadsafe(event.set)
             except RuntimeError:
                 pass
 

@@ -1,226 +1,46 @@
-"""Run untrusted learner code for grading, and get an honest report out of it.
+"""The grader's side of a sandboxed run: stage it, start it, watch it, read it, clean up.
 
-Three parts live here, because they must agree on every detail:
+* ``Harness``/``Stage``: the files that judge one problem (``staged_files``: the harness
+  package and that problem's tests, derived from the manifest; never ``solutions/``) and one
+  submission, copied into a fresh directory owned by the grader;
+* ``detect``: the best isolation this machine allows, proved by a probe run;
+* ``run``: the run itself, through ``trampoline.py`` (namespaces, uid, limits), with the
+  report read from its own pipe (``protocol``) and the output drained to a bounded tail;
+* ``sweep``: afterwards, kill whatever the run left and count it.
 
-* **the parent side** (used by ``workbook.grade``): stage the harness and one problem's tests
-  into a fresh directory without ``solutions/``, start the run, enforce the wall clock, read
-  the report, then kill whatever is left and prove nothing survived;
-* **the trampoline** (this file run as a script, ``python -I -S sandbox.py CONFIG``): the few
-  steps that must happen between ``fork`` and ``exec`` — namespaces, the filesystem view,
-  dropping root, resource limits — done in a fresh process with no learner code loaded;
-* **the reporter** (a pytest plugin, ``-p workbook.sandbox``): signs every record the harness
-  plugin emits and sends it down a pipe that only the grader reads.
-
-Isolation levels, best available first (see ``detect``):
-
-``namespaces``  root with mount/PID/network namespaces: learner code runs as an
-                unprivileged uid of its own, PID 1 of its own PID namespace (so everything it starts dies
-                with it), no network but loopback, and a filesystem in which the repository,
-                the home directory and the shared temp directories are empty — only the
-                Python installation and the staged harness are mapped back, read-only.
-``uid``         root without namespaces: a uid of its own and the resource limits; the grader
-                refuses to run unless that uid can neither read nor import ``solutions/``.
-``none``        not root: resource limits only (learner code runs as the instructor).
-
-Report integrity.  The learner file is imported inside the pytest process that judges it, so
-anything it can reach it may try to forge.  The report therefore never goes through a file
-or stdout: each record is one line ``MAC SEQ JSON`` on a pipe inherited by the run, where
-``MAC`` is an HMAC with a per-run key read (and the key pipe closed) before the learner file
-is imported.  Lines written by anyone without the key fail the MAC and are counted as forged;
-sequence numbers expose dropped or replayed records.  The grader then cross-checks the order
-of test records against a collection made without learner code (``workbook.grade``).  The
-reporter also compares pytest's own outcome with the one reported and notices the common
-ways of rewriting the harness in place.  What no design can stop inside one process is code
-that reads the key out of the interpreter's memory: that is out of scope, and the gradebook
-keeps each file's SHA-256 so an instructor can look at anything suspicious.
+Isolation levels, best first: ``namespaces`` (root: a uid per run slot, own mount, PID and
+network namespaces, the repository, home and /tmp hidden), ``uid`` (root without
+namespaces: a uid per slot; refused unless that uid can neither read nor import the
+solutions), ``none`` (not root: resource limits only).
 """
 from __future__ import annotations
 
-import ctypes
+import hashlib
 import json
 import os
+import secrets
+import shutil
 import signal
+import subprocess
 import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from workbook import ROOT, manifest
+from workbook.grading import protocol
 
 #: Sandbox uids are claimed from UID_BASE .. UID_BASE + UID_POOL - 1 (override the base with
 #: WORKBOOK_SANDBOX_UID); the gid equals the uid.  A claim is exclusive machine-wide.
 UID_BASE = int(os.environ.get("WORKBOOK_SANDBOX_UID", "62000"))
 UID_POOL = 64
-
 MiB = 1 << 20
-
-# Linux constants (include/uapi/linux/sched.h, mount.h, prctl.h)
-CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x20000000, 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 0x4000, 1 << 18
-PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
-
-
-# ===========================================================================================
-# The trampoline: stdlib only, runs as ``python -I -S sandbox.py CONFIG_JSON``.
-# ===========================================================================================
-
-def _libc():
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
-                           ctypes.c_char_p]
-    libc.unshare.argtypes = [ctypes.c_int]
-    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
-                           ctypes.c_ulong]
-    return libc
-
-
-def _syscall_ok(result: int, what: str) -> None:
-    if result != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, f"{what}: {os.strerror(code)}")
-
-
-def _mount(libc, source, target, fstype, flags, data=None) -> None:
-    enc = lambda s: s.encode() if s is not None else None  # noqa: E731
-    _syscall_ok(libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)),
-                f"mount {target}")
-
-
-def _die_with_parent(libc) -> None:
-    """SIGKILL this process when its parent goes (a grader killed mid-batch leaves nothing)."""
-    parent = os.getppid()
-    _syscall_ok(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(137)
-
-
-def _build_view(libc, config: dict) -> None:
-    """Inside the new mount namespace: hide directories, map the allowed ones back read-only."""
-    _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
-    # Handles on what must stay visible, taken before anything is covered.
-    keep = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in config["expose"]}
-    for hidden, mode in config["hide"]:
-        os.makedirs(hidden, exist_ok=True)  # it may lie inside a directory hidden just before
-        _mount(libc, "tmpfs", hidden, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode},size=16m")
-        for path, fd in sorted(keep.items()):
-            if path == hidden or path.startswith(hidden.rstrip("/") + "/"):
-                os.makedirs(path, exist_ok=True)
-                _mount(libc, f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
-                _mount(libc, None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
-    for fd in keep.values():
-        os.close(fd)
-    # The learner's writable directory: a small private tmpfs owned by the sandbox uid.
-    work = config["work"]
-    _mount(libc, "tmpfs", work, "tmpfs", MS_NOSUID | MS_NODEV,
-           f"mode=700,size={config['work_size']},uid={config['uid']},gid={config['gid']}")
-    try:  # a /proc that shows only this PID namespace
-        _mount(libc, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    except OSError:
-        pass  # some container runtimes refuse; the PID namespace still holds
-    _loopback_up()
-
-
-def _loopback_up() -> None:
-    """A new network namespace starts with ``lo`` down; the tests need 127.0.0.1."""
-    import fcntl
-    import socket
-    import struct
-    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        request = struct.pack("16sH14x", b"lo", 0)
-        flags = struct.unpack("16sH14x", fcntl.ioctl(sock, siocgifflags, request))[1]
-        fcntl.ioctl(sock, siocsifflags, struct.pack("16sH14x", b"lo", flags | iff_up))
-
-
-def _become_learner(libc, config: dict) -> None:
-    """Drop privileges, apply the limits and exec the run.  Never returns."""
-    import resource
-    os.chdir(config["work"])
-    if config["uid"] is not None:
-        os.setgroups([])
-        os.setresgid(config["gid"], config["gid"], config["gid"])
-        os.setresuid(config["uid"], config["uid"], config["uid"])
-    _syscall_ok(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl")
-    _die_with_parent(libc)  # after setuid: a change of credentials clears it
-    limits = config["limits"]
-    for name, value in (("RLIMIT_CPU", limits["cpu"]), ("RLIMIT_AS", limits["memory"]),
-                        ("RLIMIT_NPROC", limits["processes"]),
-                        ("RLIMIT_FSIZE", limits["file_size"]),
-                        ("RLIMIT_NOFILE", limits["open_files"]), ("RLIMIT_CORE", 0)):
-        soft, hard = value if isinstance(value, list) else (value, value)
-        resource.setrlimit(getattr(resource, name), (soft, hard))
-    # Past the file-size limit a write fails with EFBIG instead of killing the process.
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    os.umask(0o077)
-    argv = config["argv"]
-    os.execve(argv[0], argv, os.environ)
-
-
-def _exit_like(status: int) -> None:
-    """Leave with the child's wait status folded into an exit code (128 + signal)."""
-    code = os.waitstatus_to_exitcode(status)
-    os._exit(128 - code if code < 0 else code)
-
-
-def trampoline(config: dict) -> None:
-    libc = _libc()
-    _die_with_parent(libc)
-    if config["mode"] != "namespaces":
-        _become_learner(libc, config)
-    _syscall_ok(libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET), "unshare")
-    init = os.fork()  # becomes PID 1 of the new PID namespace
-    if init:
-        _, status = os.waitpid(init, 0)
-        _exit_like(status)
-    try:
-        _die_with_parent(libc)
-        _build_view(libc, config)
-        learner = os.fork()
-        if learner == 0:
-            _become_learner(libc, config)
-    except BaseException as exc:  # noqa: BLE001 - report and leave; nothing ran yet
-        os.write(2, f"workbook sandbox: {exc}\n".encode())
-        os._exit(125)
-    # PID 1: reap every orphan until the run itself ends.  When PID 1 exits, the kernel
-    # kills every process left in the namespace -- no orphan can outlive the run.
-    while True:
-        try:
-            pid, status = os.wait()
-        except ChildProcessError:
-            os._exit(125)
-        except InterruptedError:
-            continue
-        if pid == learner:
-            _exit_like(status)
-
-
-if __name__ == "__main__":  # the trampoline; the rest of this file is never run this way
-    try:
-        trampoline(json.loads(sys.argv[1]))
-    except BaseException as exc:  # noqa: BLE001
-        os.write(2, f"workbook sandbox: {exc}\n".encode())
-        os._exit(125)
-
-
-# ===========================================================================================
-# The parent side.
-# ===========================================================================================
-
-import hashlib  # noqa: E402 - below the trampoline, which must start with as little as possible
-import hmac  # noqa: E402
-import re  # noqa: E402
-import secrets  # noqa: E402
-import shutil  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-HERE = Path(__file__).resolve()
-HARNESS_ROOT = HERE.parent.parent
+TRAMPOLINE = Path(__file__).resolve().with_name("trampoline.py")
 
 #: How much of a run's output (stdout and stderr together) the grader keeps: the last bytes.
 OUTPUT_TAIL = 8192
-#: One report record must fit one atomic pipe write (PIPE_BUF is 4096 on Linux).
-RECORD_MAX = 3800
 #: Longest report line the reader buffers; longer junk is skipped without being stored.
 LINE_MAX = 65536
 
@@ -305,7 +125,7 @@ class UidClaim:
 @dataclass
 class Outcome:
     """What one sandboxed run produced, before any judging."""
-    records: list[dict]                 # authenticated records, in order, up to a violation
+    records: list[protocol.Record]      # authenticated records, in order, up to a violation
     forged: int = 0                     # report lines that failed authentication
     violation: str | None = None        # first sequence problem in authenticated records
     timed_out: str | None = None        # "run" | "import" | None
@@ -320,40 +140,20 @@ class Outcome:
 
 # -- staging --------------------------------------------------------------------------------
 
-#: The harness modules every run needs (the tests' own ``workbook.*`` imports are added).
-CORE_MODULES = ("__init__", "manifest", "plugin", "testkit", "sandbox")
-_WORKBOOK_IMPORT = re.compile(r"^\s*(?:from|import)\s+workbook\.(\w+)", re.M)
-
-
-def harness_files(problem_id: str, root: Path = HARNESS_ROOT) -> list[Path]:
-    """What a staged run of ``problem_id`` contains, relative to ``root``: that problem's
-    manifest and tests, and the harness modules they import -- nothing else (no other
-    problem, no CLI, no benchmarks, never ``solutions/``)."""
+def staged_files(problems: list[manifest.Problem], root: Path = ROOT) -> list[Path]:
+    """What judges ``problems``, relative to ``root``: the ``workbook`` package's modules,
+    those problems' manifests and acceptance sets, and ``tests/``'s own modules.  Never
+    ``solutions/``, ``mine/``, hints, the book or another problem's tests.  The one list
+    both a graded run's stage and the Gradescope bundle are made of."""
+    ids = {p.id for p in problems}
     package = root / "workbook"
-    files = [p for p in (root / "tests").glob("*.py")]
-    files += [p for p in (root / "tests" / problem_id).rglob("*")
-              if p.is_file() and "__pycache__" not in p.parts]
-    files.append(package / "problems" / f"{problem_id}.toml")
-    wanted, seen = list(CORE_MODULES), set()
-    while wanted:  # the modules, and what they import in turn
-        name = wanted.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        module = package / f"{name}.py"
-        members = [module] if module.is_file() else sorted(
-            q for q in (package / name).rglob("*.py") if "__pycache__" not in q.parts)
-        files += members
-        for member in members:
-            wanted += _WORKBOOK_IMPORT.findall(member.read_text("utf-8"))
-    for path in files:
-        if path.suffix == ".py" and path.parent.name != "problems":
-            wanted += _WORKBOOK_IMPORT.findall(path.read_text("utf-8"))
-    for name in set(wanted) - seen:
-        module = package / f"{name}.py"
-        files += [module] if module.is_file() else sorted(
-            q for q in (package / name).rglob("*.py") if "__pycache__" not in q.parts)
-    return sorted({p.relative_to(root) for p in files})
+    files = [q for q in package.rglob("*.py") if "__pycache__" not in q.parts]
+    files += [package / "problems" / f"{pid}.toml" for pid in sorted(ids)]
+    files += list((root / "tests").glob("*.py"))
+    for p in problems:
+        tests = root / p.tests_dir.relative_to(ROOT)
+        files += [q for q in tests.rglob("*") if q.is_file() and "__pycache__" not in q.parts]
+    return sorted({q.relative_to(root) for q in files})
 
 
 @dataclass(frozen=True)
@@ -364,9 +164,9 @@ class Harness:
     files: tuple[tuple[str, bytes], ...]
 
     @classmethod
-    def snapshot(cls, problem_id: str, root: Path = HARNESS_ROOT) -> "Harness":
-        return cls(problem_id, tuple((str(rel), (root / rel).read_bytes())
-                                     for rel in harness_files(problem_id, root)))
+    def snapshot(cls, problem: manifest.Problem, root: Path = ROOT) -> "Harness":
+        return cls(problem.id, tuple((str(rel), (root / rel).read_bytes())
+                                     for rel in staged_files([problem], root)))
 
     @property
     def fingerprint(self) -> str:
@@ -401,14 +201,16 @@ def remove_stale_stages() -> int:
 
 
 class Stage:
-    """A temporary directory holding the harness, one problem's tests and one learner file.
+    """A temporary directory holding the harness, one problem's tests and one submission:
+    the learner file as ``submission/<module>.py`` and its helper modules beside it (the
+    end of the run's ``sys.path``, so they never shadow the harness or the stdlib).
 
     ``solutions/`` is never copied.  Everything is owned by the grader and read-only to the
     run; ``work/`` is the run's only writable place (its cwd, HOME and TMPDIR).
     """
 
-    def __init__(self, harness: Harness, module: str, source: bytes,
-                 uid: int | None) -> None:
+    def __init__(self, harness: Harness, module: str, source: bytes, uid: int | None,
+                 helpers: dict[str, bytes] | None = None) -> None:
         gid = uid
         self.dir = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-")).resolve()
         try:
@@ -419,6 +221,10 @@ class Stage:
             (self.dir / "pytest.ini").write_text("[pytest]\n", "utf-8")
             self.target = self.dir / "submission" / f"{module}.py"
             self.target.parent.mkdir()
+            for rel, data in (helpers or {}).items():
+                path = self.target.parent / rel
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
             self.target.write_bytes(source)
             self.work = self.dir / "work"
             self.work.mkdir()
@@ -477,9 +283,9 @@ print(json.dumps({"uid": os.getuid(), "readable": readable, "importable": import
 
 def _hide_list() -> list[tuple[str, str]]:
     """Directories made empty in the namespace view (mode of the covering tmpfs)."""
-    hide = [(str(HARNESS_ROOT), "755")]
+    hide = [(str(ROOT), "755")]
     home = Path.home().resolve()
-    if home != Path("/") and home != HARNESS_ROOT:
+    if home != Path("/") and home != ROOT:
         hide.append((str(home), "755"))
     for shared in ("/tmp", "/var/tmp", "/dev/shm", tempfile.gettempdir()):
         if os.path.isdir(shared) and os.path.realpath(shared) not in [h for h, _ in hide]:
@@ -556,7 +362,7 @@ def _probe(iso: Isolation, forbidden: list[Path], uid: int | None) -> str | None
         paths = [str(p) for p in forbidden]
         modules = [p.stem for p in forbidden if p.parent.name == "solutions"]
         argv = [sys.executable, "-I", "-S", "-c", _PROBE, json.dumps(paths),
-                json.dumps(str(HARNESS_ROOT)), json.dumps(modules)]
+                json.dumps(str(ROOT)), json.dumps(modules)]
         config = _config(iso, uid, stage_dir, work, Limits.for_wall(30), argv)
         try:
             out = subprocess.run(_trampoline_argv(config), capture_output=True, timeout=60,
@@ -614,11 +420,12 @@ def _config(iso: Isolation, uid: int | None, stage_dir: Path, work: Path, limits
 
 
 def _trampoline_argv(config: dict) -> list[str]:
-    return [sys.executable, "-I", "-S", "-B", str(HERE), json.dumps(config)]
+    return [sys.executable, "-I", "-S", "-B", str(TRAMPOLINE), json.dumps(config)]
 
 
 #: pytest started inside the sandbox: the stage first on sys.path, nothing from the grader's.
-_LAUNCH = ("import sys; root = sys.argv.pop(1); sys.path.insert(0, root); import pytest; "
+_LAUNCH = ("import sys; root = sys.argv.pop(1); sys.path.insert(0, root); "
+           "sys.path.append(root + '/submission'); import pytest; "
            "raise SystemExit(pytest.main(sys.argv[1:]))")
 
 _LIVE: set[subprocess.Popen] = set()  # runs in progress, for kill_all()
@@ -822,17 +629,13 @@ def sweep(uid: int | None, token: str | None = None, grace: float = 0.0) -> int:
 
 # -- reading the run ------------------------------------------------------------------------
 
-def sign(key: bytes, seq: int, body: str) -> str:
-    return hmac.new(key, f"{seq} {body}".encode(), hashlib.sha256).hexdigest()
-
-
 class ReportReader(threading.Thread):
     """Reads report lines from the pipe and keeps the authenticated records, in order."""
 
     def __init__(self, fd: int, key: bytes) -> None:
         super().__init__(name="report-reader", daemon=True)
         self.fd, self.key = fd, key
-        self.records: list[dict] = []
+        self.records: list[protocol.Record] = []
         self.forged = 0
         self.violation: str | None = None
         self.imported = threading.Event()  # the learner file has been imported (or failed)
@@ -865,26 +668,21 @@ class ReportReader(threading.Thread):
     def feed(self, line: bytes) -> None:
         if not line.strip():
             return
-        try:
-            mac, seq_text, body = line.decode("ascii").split(" ", 2)
-            seq = int(seq_text)
-        except (UnicodeDecodeError, ValueError):
+        decoded = protocol.decode(self.key, line)
+        if decoded is None:
             self.forged += 1
             return
-        if not hmac.compare_digest(mac, sign(self.key, seq, body)):
-            self.forged += 1
-            return
+        seq, record = decoded
         if self.violation:
             return
         if seq != self._next:
             self.violation = f"report record {seq} arrived where {self._next} was due"
             return
         self._next += 1
-        record = json.loads(body)
         self.records.append(record)
-        if record.get("event") in ("collected", "import_error"):
+        if isinstance(record, (protocol.Collected, protocol.ImportFailed)):
             self.imported.set()
-        elif record.get("event") == "end":
+        elif isinstance(record, protocol.End):
             self.ended.set()
 
 
@@ -913,123 +711,3 @@ class OutputDrain(threading.Thread):
         return bytes(self.tail).decode("utf-8", "replace")
 
 
-# ===========================================================================================
-# The reporter: a pytest plugin loaded inside the sandbox (``-p workbook.sandbox``).
-# ===========================================================================================
-
-try:
-    import pytest
-except ImportError:  # pragma: no cover - only the trampoline runs without site-packages
-    pytest = None
-
-#: Harness objects learner code has no business replacing: (module, attribute).
-_GUARDED = (
-    ("workbook.plugin", "_emit"), ("workbook.plugin", "_sink"), ("workbook.plugin", "_classify"),
-    ("workbook.plugin", "_STATE"), ("workbook.testkit", "check"),
-    ("workbook.testkit", "fail"), ("workbook.testkit", "Failure"),
-    ("workbook.testkit", "join"), ("workbook.testkit", "wait_until"),
-    ("_pytest.runner", "call_and_report"), ("_pytest.runner", "CallInfo"),
-    ("_pytest.runner", "runtestprotocol"), ("_pytest.python", "Function"),
-    ("_pytest.reports", "TestReport"),
-)
-
-
-def _shrink(record: dict) -> dict:
-    """Keep a record under one atomic pipe write."""
-    for name, cap in (("message", 1500), ("text", 500), ("file", 300)):
-        if isinstance(record.get(name), str) and len(record[name]) > cap:
-            record[name] = record[name][:cap] + "…"
-    return record
-
-
-class _Reporter:
-    """Signs and sends records; the key lives only in these closures."""
-
-    def __init__(self, fd: int, key: bytes) -> None:
-        import itertools
-        lock = threading.Lock()  # guards the sequence counter and the pipe write
-        counter = itertools.count()
-        snapshot: dict[tuple[str, str], object] = {}
-        pytest_outcomes: dict[str, str] = {}  # nodeid -> "failed" if pytest saw a failure
-
-        def send(record: dict) -> None:
-            body = json.dumps(_shrink(dict(record)), separators=(",", ":"), ensure_ascii=True)
-            if len(body) > RECORD_MAX:
-                body = json.dumps({"event": record.get("event"), "oversize": True})
-            with lock:
-                seq = next(counter)
-                line = f"\n{sign(key, seq, body)} {seq} {body}\n".encode("ascii")
-                try:
-                    os.write(fd, line)  # one write: atomic, never interleaved with another
-                except OSError:
-                    pass  # the learner closed the pipe: what follows is lost (incomplete)
-
-        def changed() -> list[str]:
-            return [f"{mod}.{name}" for (mod, name), obj in snapshot.items()
-                    if getattr(sys.modules.get(mod), name, None) is not obj]
-
-        def emit(record: dict) -> None:
-            event = record.get("event")
-            if event == "collected":  # the grader has its own copy of the list: send counts
-                tests = record.get("tests", {})
-                record = {"event": "collected", "count": sum(map(len, tests.values()))}
-            if event == "test":
-                record = dict(record)
-                record["pytest_outcome"] = pytest_outcomes.get(record.get("nodeid"), "passed")
-            if event in ("test", "end"):
-                tampered = changed()
-                if tampered:
-                    send({"event": "integrity", "changed": tampered})
-            send(record)
-
-        def remember() -> None:
-            for mod, name in _GUARDED:
-                module = sys.modules.get(mod)
-                if module is not None and hasattr(module, name):
-                    snapshot[(mod, name)] = getattr(module, name)
-
-        self.send, self.emit, self.remember = send, emit, remember
-        self.pytest_outcomes = pytest_outcomes
-
-
-_REPORTER: list[_Reporter] = []
-
-if pytest is not None:
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_configure(config) -> None:
-        """Before the harness plugin imports the learner file: take the key, arm the pipe."""
-        if "WORKBOOK_REPORT_FD" not in os.environ:
-            return
-        fd = int(os.environ.pop("WORKBOOK_REPORT_FD"))
-        key_fd = int(os.environ.pop("WORKBOOK_KEY_FD"))
-        key = b""
-        while len(key) < 32:
-            chunk = os.read(key_fd, 32 - len(key))
-            if not chunk:
-                break
-            key += chunk
-        os.close(key_fd)
-        os.set_inheritable(fd, False)
-        import workbook.plugin
-        import workbook.testkit  # noqa: F401 - snapshot it before learner code runs
-        reporter = _Reporter(fd, key)
-        del key
-        workbook.plugin.set_report_sink(reporter.emit)  # every record of the harness
-        reporter.remember()
-        _REPORTER.append(reporter)
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_finish(session) -> None:
-        """The collected tests in run order, one record each (the grader compares them)."""
-        if not _REPORTER:
-            return
-        for item in session.items:
-            marker = item.get_closest_marker("checkpoint")
-            _REPORTER[0].send({"event": "item", "nodeid": item.nodeid,
-                               "checkpoint": marker.args[0] if marker else None})
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_logreport(report) -> None:
-        """pytest's own verdict, to compare with the harness's record of the same test."""
-        if _REPORTER and (report.failed or (report.skipped and report.when != "teardown")):
-            _REPORTER[0].pytest_outcomes[report.nodeid] = "failed"
