@@ -44,6 +44,9 @@ def _check_parser(prog: str) -> argparse.ArgumentParser:
                        help="check a wrong variant (one sentence of the contract broken)")
     parser.add_argument("--show", action="store_true",
                         help="with --pitfall/--wrong: print the change instead of checking")
+    parser.add_argument("--refresh", action="store_true",
+                        help="with --pitfall/--wrong: rewrite the diff against the current "
+                             "reference (while it still applies)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--repeat", type=int, default=1, metavar="N",
                         help="run the set N times and report how many runs failed")
@@ -73,11 +76,16 @@ def _variant(problem: manifest.Problem, args: argparse.Namespace) -> variants.Va
 def cmd_check(problem_id: str, argv: list[str]) -> int:
     problem = _problem(problem_id)
     args = _check_parser(f"check.sh {problem_id}").parse_args(argv)
-    if args.show:
+    if args.show or args.refresh:
         variant = _variant(problem, args)
         if variant is None:
-            raise UsageError("--show goes with --pitfall NAME or --wrong NAME")
-        variants.show(variant, console)
+            raise UsageError("--show and --refresh go with --pitfall NAME or --wrong NAME")
+        if args.refresh:
+            changed = variants.refresh(variant)
+            console.print(f"{render.shown_path(variant.source)}: "
+                          f"{'rewritten' if changed else 'already up to date'}")
+        if args.show:
+            variants.show(variant, console)
         return 0
     if args.repeat < 1:
         raise UsageError("--repeat needs a whole number of at least 1")
