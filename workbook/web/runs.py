@@ -73,6 +73,8 @@ class Runs:
         self.channels = {pid: Channel(p) for pid, p in manifest.problems().items()}
         self.loop: asyncio.AbstractEventLoop | None = None
         self._watchers: dict[str, asyncio.Task] = {}
+        self._cancel = threading.Event()     # set on shutdown: stop every run
+        self._threads: list[threading.Thread] = []
 
     def channel(self, problem_id: str) -> Channel:
         return self.channels[problem_id]
@@ -88,19 +90,28 @@ class Runs:
         target = self.file_of(ch.problem)
         ch.push({"type": "start", "run": run_id, "why": why, "file": shown_path(target),
                  "checkpoints": [cp.id for cp in ch.problem.checkpoints]})
-        threading.Thread(target=self._work, args=(ch, run_id, target), daemon=True,
-                         name=f"check-{problem_id}-{run_id}").start()
+        worker = threading.Thread(target=self._work, args=(ch, run_id, target), daemon=True,
+                                  name=f"check-{problem_id}-{run_id}")
+        self._threads = [t for t in self._threads if t.is_alive()] + [worker]
+        worker.start()
         return True, f"run {run_id} started"
 
     def _work(self, ch: Channel, run_id: int, target: Path) -> None:
         loop = self.loop
         assert loop is not None
-        post = lambda event: loop.call_soon_threadsafe(ch.push, {**event, "run": run_id})  # noqa: E731
+        def post(event: dict) -> None:
+            try:
+                loop.call_soon_threadsafe(ch.push, {**event, "run": run_id})
+            except RuntimeError:  # the server is shutting down and its loop is closed
+                pass
+
         records: list[dict] = []
         sent: set[str] = set()
         try:
-            for item in iter_check(ch.problem, target):
+            for item in iter_check(ch.problem, target, cancel=self._cancel):
                 if isinstance(item, Result):
+                    if self._cancel.is_set():
+                        break  # stopped by the shutdown: not the learner's attempt
                     _record(ch.problem, item)
                     post({"type": "result", **self.describe(ch.problem, item)})
                     break
@@ -122,7 +133,10 @@ class Runs:
             post({"type": "error", "message": f"the check itself failed: "
                                               f"{type(exc).__name__}: {exc}"})
         finally:
-            loop.call_soon_threadsafe(self._finished, ch)
+            try:
+                loop.call_soon_threadsafe(self._finished, ch)
+            except RuntimeError:
+                pass
 
     def _finished(self, ch: Channel) -> None:
         ch.running = False
@@ -159,8 +173,12 @@ class Runs:
                 self.start(ch.problem.id, why="file saved")
 
     def stop(self) -> None:
+        """Shutting down: stop watching, stop every run and its processes."""
         for task in self._watchers.values():
             task.cancel()
+        self._cancel.set()
+        for t in self._threads:
+            t.join(5)
 
 
 def _record(problem: manifest.Problem, result: Result) -> None:
