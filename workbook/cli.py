@@ -22,7 +22,7 @@ from workbook.run import Result, UsageError, run_check
 console = Console(highlight=False)
 errors = Console(stderr=True, highlight=False)
 COMMANDS = ("all", "list", "status", "hint", "book", "demo", "bench", "grade",
-            "gradescope-bundle", "selftest", "mutate")
+            "gradescope-bundle", "selftest", "mutate", "serve", "site")
 
 
 def _problem(problem_id: str) -> manifest.Problem:
@@ -285,6 +285,11 @@ def cmd_selftest(argv: list[str]) -> int:
     return subprocess.call(command, cwd=ROOT)
 
 
+def cmd_web(kind: str, argv: list[str]) -> int:
+    """``serve`` / ``site``: the workbook in the browser (the ``web`` extra)."""
+    return _delegate(kind, f"workbook.web.{'server' if kind == 'serve' else 'site'}", argv)
+
+
 def _no_args(name: str, argv: list[str]) -> None:
     if argv:
         raise UsageError(f"'{name}' takes no arguments")
@@ -293,6 +298,7 @@ def _no_args(name: str, argv: list[str]) -> None:
 HANDLERS = {"all": cmd_all, "list": cmd_list, "status": cmd_status, "hint": cmd_hint,
             "book": cmd_book, "demo": cmd_demo, "bench": cmd_bench, "grade": cmd_grade,
             "selftest": cmd_selftest, "mutate": cmd_mutate,
+            "serve": lambda argv: cmd_web("serve", argv), "site": lambda argv: cmd_web("site", argv),
             "gradescope-bundle": lambda argv: int(
                 importlib.import_module("workbook.grading.bundle").main(argv))}
 
