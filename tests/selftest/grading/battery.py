@@ -578,7 +578,7 @@ def build(root: Path, problems: list[manifest.Problem], *, count: int | None = N
 
     Fixed part: every problem's reference, skeleton, alternates, a nested layout, a lone
     file, an empty folder, and each hostile kind (aimed at the problems in turn).  The rest,
-    up to ``count`` submissions, mixes one pitfall per problem."""
+    up to ``count`` submissions, mixes one pitfall or wrong variant per problem."""
     battery = Battery(root, marker=f"workbook-orphan-{uuid.uuid4().hex[:12]}")
     ctx = Context(battery.marker, isolation)
     subs = battery.submissions
@@ -623,13 +623,15 @@ def build(root: Path, problems: list[manifest.Problem], *, count: int | None = N
         name = f"mixed-{k + 1:02d}"
         per = {}
         for j, p in enumerate(problems):
-            if not p.pitfalls:
+            pool = [(w, p.pitfall_file) for w in p.pitfalls] + \
+                   [(w, p.wrong_file) for w in p.wrongs]
+            if not pool:
                 continue
-            pit = p.pitfalls[(k + j) % len(p.pitfalls)]
-            _write(subs / name, p, self_contained(p.pitfall_file(pit.name)))
+            pit, materialize = pool[(k + j) % len(pool)]
+            _write(subs / name, p, self_contained(materialize(pit.name)))
             lost = sum(p.checkpoint(c).points for c in pit.fails)
             per[p.id] = {"status": "ok", "fails": list(pit.fails), "score_max": p.points - lost,
-                         "pitfall": pit.name}
+                         "pitfall" if materialize == p.pitfall_file else "wrong": pit.name}
         add(name, per)
     battery.save()
     return battery
