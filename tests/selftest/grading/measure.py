@@ -47,9 +47,13 @@ def _command(subs: Path, state: Path, jobs: int, *extra: str) -> list[str]:
             "--format", "json", "--out", str(state), *extra]
 
 
-def _sandbox_processes(jobs: int) -> list[int]:
-    return [pid for slot in range(jobs)
-            for pid in sandbox.processes_of(sandbox.UID_BASE + slot)]
+def _sandbox_processes(state: Path) -> list[int]:
+    """Live processes of the uids the (killed) batch had claimed, as its gradebook says."""
+    try:
+        uids = json.loads(state.read_text())["sandbox_uids"]
+    except (OSError, ValueError, KeyError):
+        return []
+    return [pid for uid in uids for pid in sandbox.processes_of(uid)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     first_seconds = time.monotonic() - started
     before = _finished(state)
     time.sleep(1)
-    left = _sandbox_processes(args.jobs)
+    left = _sandbox_processes(state)
     print(f"killed the batch after {first_seconds:.0f} s with {len(before)} runs finished; "
           f"sandbox processes alive 1 s later: {len(left)}")
     if left:
