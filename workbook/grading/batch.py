@@ -248,13 +248,20 @@ def _run_plan(plan: Plan, book: Gradebook, limits, harness, iso, uids: list[int]
     try:
         with progress:
             task = progress.add_task("collecting the acceptance sets…", total=total)
-            first_uid = uids[0] if uids else None
-            wanted = {p.id: p for _, p in plan.todo}
-            trusted = {pid: trusted_collection(p, harness[pid], iso, first_uid)
-                       for pid, p in wanted.items()}
             free: queue.Queue[int | None] = queue.Queue()  # the claimed uids not in use
             for uid in (uids or [None] * args.jobs):
                 free.put(uid)
+
+            def collect(p: manifest.Problem) -> list[tuple[str, str]]:
+                uid = free.get()
+                try:
+                    return trusted_collection(p, harness[p.id], iso, uid)
+                finally:
+                    free.put(uid)
+
+            wanted = list({p.id: p for _, p in plan.todo}.values())
+            with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # one problem a slot
+                trusted = dict(zip([p.id for p in wanted], pool.map(collect, wanted)))
             lock = threading.Lock()  # guards plan.done and plan.failed, and the log lines
 
             def work(sub: Submission, p: manifest.Problem) -> None:

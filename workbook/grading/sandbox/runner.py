@@ -564,42 +564,35 @@ def kill_all() -> None:
 
 # -- leftovers ------------------------------------------------------------------------------
 
-def _proc_uid_state(pid: str) -> tuple[int, str] | None:
-    try:
-        with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError:
-        return None
-    uid, state = -1, "?"
-    for line in text.splitlines():
-        if line.startswith("Uid:"):
-            uid = int(line.split()[1])
-        elif line.startswith("State:"):
-            state = line.split()[1]
-    return uid, state
+def _processes(uid: int) -> dict[int, str]:
+    """``pid -> state letter`` of every process whose real uid is ``uid``."""
+    found = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:
+            continue
+        if int(fields.get("Uid", "-1").split()[0]) == uid:
+            found[int(pid)] = fields.get("State", "?").split()[0]
+    return found
 
 
 def processes_of(uid: int) -> list[int]:
     """Live (non-zombie) processes whose real uid is ``uid``."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            info = _proc_uid_state(pid)
-            if info and info[0] == uid and info[1] not in ("Z", "X"):
-                found.append(int(pid))
-    return found
+    return [pid for pid, state in _processes(uid).items() if state not in ("Z", "X")]
 
 
 def _tasks_of(uid: int) -> int:
+    """Processes and threads of ``uid`` (what RLIMIT_NPROC counts)."""
     count = 0
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            info = _proc_uid_state(pid)
-            if info and info[0] == uid:
-                try:
-                    count += len(os.listdir(f"/proc/{pid}/task"))
-                except OSError:
-                    pass
+    for pid in _processes(uid):
+        try:
+            count += len(os.listdir(f"/proc/{pid}/task"))
+        except OSError:
+            pass
     return count
 
 
