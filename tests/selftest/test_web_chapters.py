@@ -24,6 +24,16 @@ def test_every_manifest_section_names_a_heading_of_the_chapter(problem):
     assert not missing, f"{problem.id}: sections without a heading: {missing}"
 
 
+def test_a_directive_naming_nothing_is_reported():
+    ch = chapters.parse("# x\n\n<!-- timeline: p01-nowhere -->\n\n<!-- pitfall-diff: no_such -->\n"
+                        "\n<!-- timeline: p02-state-first -->\n", problem="p01")
+    found = chapters.problems_of_directives(ch)
+    assert len(found) == 3, found
+    assert "no timeline 'p01-nowhere'" in found[0]
+    assert "no such pitfall" in found[1]
+    assert "belongs to p02" in found[2]
+
+
 def test_every_timeline_is_valid_and_used_by_exactly_one_chapter():
     used: dict[str, int] = {}
     for problem in PROBLEMS:
