@@ -135,6 +135,15 @@ def test_book_renders_timelines_as_tables_and_hides_folds_unless_answers():
     assert "<!-- timeline" not in out.stdout
     for column in tl.state:
         assert column in out.stdout
+    assert "<details>" not in out.stdout and "<!-- pitfall-diff" not in out.stdout
+    p01 = chapters.load(__import__("workbook.manifest").manifest.get("p01"))
+    folds = [b for b in p01.walk() if isinstance(b, chapters.Fold)]
+    for fold in folds:  # closed by default, every one of them; opened with --answers
+        assert f"▸ {chapters._plain(fold.summary)}" in out.stdout
+    if folds:
+        opened = cli("book", "p01", "--answers")
+        assert opened.returncode == 0 and "(hidden: ./check.sh book" not in opened.stdout
+        assert len(opened.stdout) > len(out.stdout)
 
 
 def _text(renderable) -> str:
