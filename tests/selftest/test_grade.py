@@ -64,24 +64,6 @@ def test_the_harness_is_compiled_once_and_a_run_loads_it_only_while_the_bytes_ma
     assert harness.fingerprint == sandbox.Harness.snapshot(P01).fingerprint
 
 
-def test_a_run_leaves_at_once_after_its_end_record():
-    """The verdict is complete at the end record: no interpreter teardown (an atexit
-    handler never runs), every record there, and the exit code of an honest run (a run a
-    non-daemon thread keeps alive: the battery's lingering_thread)."""
-    harness = sandbox.Harness.snapshot(P01)
-    source = P01.solution_file.read_bytes() + (
-        b"\nimport atexit\natexit.register(lambda: print('TEARDOWN-RAN', flush=True))\n")
-    with sandbox.UidClaim(1 if ISOLATION != "none" else 0) as claim:
-        uid = (claim.uids or [None])[0]
-        with sandbox.Stage(harness, P01.module, source, uid) as stage:
-            outcome = sandbox.run(stage, judging.pytest_args(P01, stage),
-                                  sandbox.Limits.for_wall(90), iso=sandbox.detect(_forbidden()),
-                                  uid=uid)
-    assert isinstance(outcome.records[-1], protocol.End), outcome.output[-2000:]
-    assert outcome.timed_out is None and outcome.exit_code == 0
-    assert "TEARDOWN-RAN" not in outcome.output
-
-
 def test_by_default_a_batch_runs_four_runs_per_core_at_once():
     from workbook.grading import batch
     cores = len(os.sched_getaffinity(0))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import signal
 import subprocess
 import sys
@@ -171,10 +172,12 @@ def _clean_run(args, bat, out: Path, problems, pairs: int, submitted: int,
                failures: list[str]) -> tuple[dict, list[str]]:
     """One uninterrupted ``--fresh`` batch: the throughput figure."""
     started = time.monotonic()
+    cpu = _children_cpu()
     clean = subprocess.run(_command(bat.submissions, out / "clean.json", args.jobs,
                                     "--fresh", "--quiet"), cwd=ROOT,
                            capture_output=True, text=True)
     seconds = time.monotonic() - started
+    cpu = _children_cpu() - cpu  # the whole batch: grader, sandboxes, pytest processes
     doc = json.loads((out / "clean.json").read_text())
     wrong = battery.mismatches(doc, bat, problems)
     runs = [e["seconds"] for r in doc["rows"].values() for e in r["problems"].values()
@@ -182,8 +185,14 @@ def _clean_run(args, bat, out: Path, problems, pairs: int, submitted: int,
     print(f"clean run (--fresh, --jobs {args.jobs}, mix {args.mix}): {pairs} pairs, "
           f"{len(runs)} runs in {seconds:.0f} s → {len(runs) / seconds * 60:.1f} runs/min "
           f"({pairs / seconds * 60:.1f} pairs/min); mean run {sum(runs) / len(runs):.2f} s; "
+          f"CPU {cpu:.0f} s in all, {cpu / len(runs):.2f} s a run; "
           f"{len(wrong)} mismatches; exit {clean.returncode}; load {_load()}")
     return doc, failures + [f"clean run: {m}" for m in wrong]
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _load() -> str:
