@@ -339,14 +339,23 @@ def _qualname(frame) -> str:
 
 def _shown(filename: str) -> str:
     try:
-        return os.path.relpath(filename)
+        rel = os.path.relpath(filename)
     except ValueError:
         return filename
+    return filename if rel.startswith("..") else rel
 
 
 def _source_line(filename: str, lineno: int) -> str:
     import linecache
     return linecache.getline(filename, lineno).strip()
+
+
+def _code_only(filename: str, lineno: int) -> str:
+    """A source line without its trailing comment (for quoting)."""
+    text = _source_line(filename, lineno)
+    if "#" in text and text.count("'") % 2 == 0 and text.count('"') % 2 == 0:
+        text = text.split("#", 1)[0].rstrip()
+    return text
 
 
 def _site(frame) -> str:
@@ -423,6 +432,33 @@ def _held(frames: list) -> list[tuple[Any, str, Any]]:
                     obj = _evaluate(expr, frame)
                     if obj is not _MISSING and not any(_lock_of(obj) is r for r in released):
                         out.append((_lock_of(obj), ast.unparse(expr), frame, first))
+        out += _acquired(frame, released)
+    return out
+
+
+def _acquired(frame, released: list) -> list:
+    """Locks taken with ``X.acquire()`` earlier in this frame's function and not yet
+    released by ``X.release()`` (read from the source lines above the current one)."""
+    import ast
+    import linecache
+    import re
+    net: dict[str, tuple[int, int]] = {}
+    filename = frame.f_code.co_filename
+    for lineno in range(frame.f_code.co_firstlineno, frame.f_lineno):
+        text = linecache.getline(filename, lineno)
+        for expr, verb in re.findall(r"([A-Za-z_][\w.]*)\.(acquire|release)\(\)", text):
+            count, at = net.get(expr, (0, 0))
+            net[expr] = (count + 1, lineno) if verb == "acquire" else (count - 1, at)
+    out = []
+    for expr, (count, at) in net.items():
+        if count <= 0:
+            continue
+        try:
+            obj = _evaluate(ast.parse(expr, mode="eval").body, frame)
+        except SyntaxError:
+            continue
+        if obj is not _MISSING and not any(_lock_of(obj) is r for r in released):
+            out.append((_lock_of(obj), expr, frame, at))
     return out
 
 
@@ -642,6 +678,7 @@ class Verdict:
     what: str
     lines: list[str]
     sites: tuple[str, ...]
+    cycle: bool = False  # threads wait for locks held inside their own cycle: certain
 
     @property
     def text(self) -> str:
@@ -830,6 +867,7 @@ def diagnose(snap: Snapshot, what: str) -> Verdict:
     """The panel text of a stuck check: per learner thread where it is blocked, on what,
     who holds it, and where it entered learner code."""
     looks = snap.learner_threads()
+    dead = _deadlocked(snap)
     held = {id(look.thread): _held(look.frames) for look in looks}
     lines = [f"stuck: {what} can never finish -- every thread is blocked and nothing can "
              "wake one:"]
@@ -846,7 +884,9 @@ def diagnose(snap: Snapshot, what: str) -> Verdict:
     if len(lines) == 1:
         lines.append("  (no thread is inside the learner file: the threads wait for each other "
                      "in the harness)")
-    return Verdict(what, lines, tuple(sorted(set(sites))))
+    if dead is not None:  # the root cause is the lock cycle, whoever else waits on it
+        sites = [_site(look.learner) for look in dead.looks if look.learner is not None]
+    return Verdict(what, lines, tuple(sorted(set(sites))), cycle=dead is not None)
 
 
 def _describe(look: ThreadLook, looks: list[ThreadLook], held: dict) -> list[str]:
@@ -859,7 +899,7 @@ def _describe(look: ThreadLook, looks: list[ThreadLook], held: dict) -> list[str
         return [text + "; " + "; ".join(extra)]
     if inner is None:
         return []
-    src = _source_line(inner.f_code.co_filename, inner.f_lineno)
+    src = _code_only(inner.f_code.co_filename, inner.f_lineno)
     out = [f"  thread '{name}' is blocked in {_qualname(inner)}() at {_site(inner)}: `{src}`"]
     if look.state == "asleep":
         out.append("    asleep in select(): no timer is due and no fd is ready"
@@ -872,17 +912,25 @@ def _describe(look: ThreadLook, looks: list[ThreadLook], held: dict) -> list[str
             for held_lock, held_text, frame, first in held.get(id(other.thread), []):
                 if held_lock is lock:
                     who = "this same thread" if other is look else f"thread '{other.thread.name}'"
-                    holders.append(f"which {who} took at line {first} in {_qualname(frame)}()"
-                                   f" (`{_source_line(frame.f_code.co_filename, first)}`)")
-        line = f"    waits for `{text}` ({_kind(obj)})"
-        if holders:
-            line += ", " + "; and ".join(holders)
-        elif isinstance(obj, threading.Condition):
-            line += ": a notify that no running thread will send"
+                    holders.append(f"{who} took at line {first} in {_qualname(frame)}()"
+                                   f" (`{_code_only(frame.f_code.co_filename, first)}`)")
+        notified = any(f.f_code is threading.Condition.wait.__code__ for f in look.frames)
+        if notified:
+            line = f"    waits for a notify on `{text}` ({_kind(obj)})"
+            line += (": its lock is held by " + "; and ".join(holders)
+                     if holders else ", which no running thread will send")
+        else:
+            line = f"    waits for `{text}` ({_kind(obj)})"
+            if holders:
+                line += ", which " + "; and which ".join(holders)
         out.append(line)
     entry = [f for f in look.frames if _is_learner(f.f_code.co_filename)][-1]
     caller = entry.f_back
-    came = f", called from {_site(caller)}" if caller is not None else ""
+    while caller is not None and (_is_stdlib(caller.f_code.co_filename)
+                                  or caller.f_code.co_filename == __file__):
+        caller = caller.f_back
+    came = (f", called from {_site(caller)}" if caller is not None
+            else ", in a thread the test started")
     out.append(f"    entered learner code in {_qualname(entry)}() (line "
                f"{entry.f_code.co_firstlineno}){came}")
     return out
@@ -1012,13 +1060,28 @@ class Stuck(Failure):
     """A check stopped at once because nothing could move; ``verdict`` explains where."""
 
     def __init__(self, message: str, verdict: Verdict, pitfall: str | None = None) -> None:
-        super().__init__(message, pitfall)
+        # A lock cycle is a certain diagnosis: a guess made for the timeout ("spins while
+        # holding the lock", ...) would only mislead next to it.
+        super().__init__(message, None if verdict.cycle else pitfall)
         self.verdict = verdict
+
+
+def watch(predicate: Callable[[], object], timeout: float = BOUND, *,
+          what: str) -> "Verdict | _Timeout | None":
+    """Wait until ``predicate()`` (None), the check is seen stuck (the Verdict, recorded),
+    or ``timeout`` passes (TIMED_OUT): for helpers that word their own failures."""
+    found = _wait(lambda: bool(predicate()), lambda t: time.sleep(min(t, 0.001)), timeout,
+                  what=what)
+    if isinstance(found, Verdict):
+        verdicts.append(found)
+    return found
 
 
 def wait_event(event: threading.Event, timeout: float = BOUND, *, what: str) -> bool:
     """``event.wait(timeout)``, but False at once (with a verdict recorded) when stuck."""
     found = _wait(event.is_set, event.wait, timeout, what=what)
+    if isinstance(found, Verdict):
+        verdicts.append(found)
     return found is None
 
 
@@ -1026,7 +1089,10 @@ def done_within(future, timeout: float = BOUND, *, what: str = "the future") -> 
     """True once a concurrent future is done; False after ``timeout`` or once stuck."""
     def block(t: float) -> None:
         concurrent.futures.wait([future], t)
-    return _wait(future.done, block, timeout, what=what) is None
+    found = _wait(future.done, block, timeout, what=what)
+    if isinstance(found, Verdict):
+        verdicts.append(found)
+    return found is None
 
 
 class _Guard:

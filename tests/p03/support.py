@@ -19,7 +19,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from workbook.testkit import BOUND, DaemonThread, fail, interrupt_thread, join, start_daemon
+from workbook.testkit import (BOUND, DaemonThread, Stuck, Verdict, fail, interrupt_thread, join,
+                              start_daemon, watch)
 
 
 def _wait_lines() -> tuple[frozenset[int], frozenset[int]]:
@@ -74,6 +75,11 @@ def wait_parked(thread: threading.Thread, what: str, *, pitfall: str | None = No
     global _never_parks
     timeout = park_bound(timeout)
     deadline = time.monotonic() + timeout
+    found = watch(lambda: parked(thread) or not thread.is_alive(), timeout,
+                  what=f"{what} to wait in a Condition")
+    if isinstance(found, Verdict):  # blocked elsewhere for good (a lock taken twice, ...)
+        raise Stuck(f"{what} should be waiting in a Condition, but it is stuck\n"
+                    + found.text, found)
     while not parked(thread):
         if not thread.is_alive():
             if isinstance(thread, DaemonThread) and thread.error is not None:

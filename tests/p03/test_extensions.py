@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.p03.support import abandon, call, conditions, notify_all, parked, wait_parked
-from workbook.testkit import BOUND, check, fail, join, start_daemon
+from workbook.testkit import BOUND, check, fail, finished, join, start_daemon
 
 
 def _optional(fn, *args, **kwargs):
@@ -202,7 +202,7 @@ def _blocked_then_shutdown(q, calls, immediate: bool, what: str) -> list:
         call(q.shutdown, immediate, what=f"shutdown(immediate={immediate})")
         outcomes, deadline = [], time.monotonic() + BOUND
         for thread, (name, _) in zip(threads, calls):
-            thread.join(max(0.0, deadline - time.monotonic()))
+            finished(thread, max(0.0, deadline - time.monotonic()), what=name)
             check(not thread.is_alive(),
                   f"{name}, blocked on {what} queue, was still blocked {BOUND:g} s after "
                   "shutdown(): nobody woke it to see the shutdown", pitfall="shutdown_no_wake")

@@ -11,7 +11,7 @@ import time
 from typing import Any, Callable
 
 from workbook.testkit import (BOUND, DaemonThread, asleep_in_selector, fail, interrupt_thread,
-                              start_daemon)
+                              start_daemon, wait_event)
 
 LOCK_TYPE = type(threading.Lock())
 
@@ -149,7 +149,7 @@ class ServedLoop:
         """Park the loop thread inside a callback until the gate is opened."""
         gate = Gate()
         self.loop.add_callback(gate.hold)
-        if not gate.entered.wait(BOUND):
+        if not wait_event(gate.entered, BOUND, what="the gate callback"):
             fail(f"a callback added from another thread did not run within {BOUND:g} s "
                  "(the loop was not woken)", pitfall="never_wake")
         return gate
@@ -168,7 +168,7 @@ class ServedLoop:
                 done.set()
 
         self.loop.add_callback(run)
-        if not done.wait(BOUND):
+        if not wait_event(done, BOUND, what=what):
             fail(f"{what}: a callback added from the test thread did not run within "
                  f"{BOUND:g} s", pitfall="never_wake" if self.idle() else None)
         if "error" in box:

@@ -15,7 +15,7 @@ import pytest
 from tests.p04.support import traced_call
 from tests.p04.test_coroutines import expect_events
 from tests.p04.support import run_on_fresh_loop
-from workbook.testkit import BOUND, check, fail, join, note, start_daemon
+from workbook.testkit import BOUND, check, fail, join, note, start_daemon, wait_event
 
 
 def _asleep(served) -> None:
@@ -33,7 +33,7 @@ def test_a_callback_from_another_thread_wakes_a_loop_asleep_in_select(served):
     before = served.loop.wakeups_scheduled
     start = time.monotonic()
     served.loop.add_callback(ran.set)
-    if not ran.wait(BOUND):
+    if not wait_event(ran, BOUND, what="the callback 'ran'"):
         fail(f"a callback added from another thread while the loop slept in select() had not "
              f"run after {BOUND:g} s; wakeups_scheduled went {before} -> "
              f"{served.loop.wakeups_scheduled}: the loop must be woken through the waker",
@@ -72,7 +72,7 @@ def test_a_producer_that_looked_before_the_loop_drained_still_wakes_it(served):
     traced = start_daemon(traced_call, loop, lambda: loop.add_callback(done.set),
                           dry_run.append, name="producer")
     join(traced, what="a traced add_callback")
-    if not done.wait(BOUND):
+    if not wait_event(done, BOUND, what="the callback 'done'"):
         fail("a callback added from another thread did not run", pitfall="never_wake")
     seams = len(dry_run)
     for seam in range(1, seams + 1):
@@ -92,7 +92,7 @@ def test_a_producer_that_looked_before_the_loop_drained_still_wakes_it(served):
                                 pause_at, name="producer")
         join(producer, 3 * BOUND, what="add_callback paused at one of its seams")
         gate.open()
-        if not second_ran.wait(BOUND):
+        if not wait_event(second_ran, BOUND, what="the callback 'second_ran'"):
             fail(f"add_callback was paused before line {seam} of its unlocked lines while the "
                  "loop drained the list and went to sleep; the callback it then added never "
                  "ran: it decided 'the list is not empty, no wakeup needed' before taking the "
@@ -125,7 +125,7 @@ def test_four_threads_times_a_thousand_callbacks_all_run_in_each_thread_s_order(
     start.wait(BOUND)
     for w in workers:
         join(w, what="a producer's 1000 add_callback calls")
-    if not all_ran.wait(BOUND):
+    if not wait_event(all_ran, BOUND, what="the callback 'all_ran'"):
         wakeups = served.loop.wakeups_scheduled - before
         fail(f"only {len(ran)} of {total} callbacks had run {BOUND:g} s after the producers "
              f"finished ({wakeups} wakeups scheduled): the loop sleeps with callbacks queued",
