@@ -81,7 +81,7 @@ def hint_to_read(level: int, seen: int) -> int:
     return max(1, min(level, seen + 1))
 
 
-def title_fit(text: str, width: int = 74) -> str:
+def title_fit(text: str, width: int = 72) -> str:
     """``text`` shortened at a word boundary (with an ellipsis) to fit a panel title."""
     if len(text) <= width:
         return text

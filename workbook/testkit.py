@@ -262,6 +262,8 @@ _SYSCALLS = {
                 133: "rt_sigsuspend"},
 }.get(os.uname().machine if hasattr(os, "uname") else "", {})
 _INFINITE_MS = (0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF)
+_SELECT_CALLS = ("epoll_wait", "epoll_pwait", "epoll_pwait2", "poll", "ppoll", "select",
+                 "pselect6")
 
 
 def _syscall(tid: int) -> tuple[str, bool | None] | None:
@@ -592,6 +594,11 @@ def _look(thread: threading.Thread, frames: list, deadline: float) -> ThreadLook
         return look
     selector = _selector_frame(frames)
     loop = _asyncio_loop(frames)
+    if selector is not None and call[0] not in _SELECT_CALLS:
+        # The frames say select() but the kernel says otherwise: it has returned and waits
+        # for the GIL (or is about to call it), so it is not asleep.
+        look.state, look.detail = "timed", f"leaving select() ({call[0]})"
+        return look
     if selector is not None:
         sel = selector.f_locals.get("self")
         if _fds_ready(sel):
@@ -611,7 +618,11 @@ def _look(thread: threading.Thread, frames: list, deadline: float) -> ThreadLook
         return look
     if timed:
         look.state, look.detail = "timed", f"a timed {name}"
-        if _harness_bound(frames):
+        # A test's own bound (``event.wait(BOUND)`` in a producer of the test) is a
+        # deadline, not progress -- unless learner code called it (a hook, a spy): then it
+        # returns into learner code that goes on, so it may well be progress.
+        if _harness_bound(frames) and not any(_is_learner(f.f_code.co_filename)
+                                               for f in frames):
             look.state = "bound"
         return look
     look.state = "parked"
@@ -849,7 +860,7 @@ class _Watch:
         out = []
         for ident, counts in self.hot.items():
             used = self.last_cpu.get(ident, 0.0) - self.cpu_start.get(ident, 0.0)
-            if elapsed <= 0 or used < 0.5 * elapsed or not counts:
+            if elapsed <= 0 or used < max(0.2 * elapsed, 0.3) or not counts:
                 continue
             site = max(counts, key=counts.get)
             filename, _, line = site.rpartition(":")
