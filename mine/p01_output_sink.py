@@ -18,11 +18,16 @@ from typing import Callable
 class OutputSink:
     """Items go in from any thread with ``put``; one asyncio consumer takes them in batches.
 
+    A wakeup cycle runs from the put that schedules a wakeup to the moment the consumer
+    gets ready to sleep again; at most one wakeup is scheduled per cycle.
+
     Attributes:
         wakeups_scheduled: starts at 0; +1 each time ``put`` schedules a wakeup
             (at most one per wakeup cycle).
-        after_empty_drain: test hook, default None.  When set, ``get_batch`` calls it after
-            a drain found nothing and before it re-arms -- holding no lock.
+        after_empty_drain: test hook, default None.  When set, ``get_batch`` calls it once
+            it has found the queue empty, before the current wakeup cycle ends -- holding
+            no lock, so the hook may call ``put`` (from any thread).  An item put by the
+            hook is returned at once, and its put schedules no new wakeup.
     """
 
     def __init__(self) -> None:
@@ -43,11 +48,13 @@ class OutputSink:
         raise NotImplementedError("OutputSink.bind_loop")
 
     def put(self, item: object) -> None:
-        """Queue ``item`` from any thread; never blocks on the consumer.
+        """Queue ``item``; callable from any thread, at any time, even while ``bind_loop``
+        runs in another thread; never blocks on the consumer.
 
-        Append first.  Then, under the short lock: if no wakeup is in flight, mark one in
-        flight and count it in ``wakeups_scheduled``.  Outside the lock, call
-        ``loop.call_soon_threadsafe(event.set)``; ignore the ``RuntimeError`` of a closed loop.
+        Items of one producer come out in the order that producer put them.  Schedules a
+        wakeup (through the bound loop's ``call_soon_threadsafe``, holding no lock while it
+        calls) only if none is in flight, and counts it in ``wakeups_scheduled``.  A
+        ``RuntimeError`` from a closed loop is ignored.
         """
         # TODO
         raise NotImplementedError("OutputSink.put")
@@ -55,15 +62,12 @@ class OutputSink:
     async def get_batch(self, max_items: int = 1024, timeout: float | None = None) -> list:
         """Return 1..max_items items, oldest first, as soon as any are available.
 
-        Returns ``[]`` only when ``timeout`` seconds pass with nothing available
-        (``None``: wait forever; ``<= 0``: one non-blocking look).  The deadline is computed
-        once, on entry.  ``max_items < 1`` raises ``ValueError``.  Items beyond ``max_items``
-        stay queued and the next call returns them at once.
-
-        The loop: (1) drain -> non-empty: return.  (hook) call ``after_empty_drain()`` if set.
-        (2) arm: ``event.clear()`` and, under the lock, mark "no wakeup in flight".
-        (3) drain again -> non-empty: return.  (4) wait for the event, bounded by what is left
-        of the deadline; back to (1).  No ``await`` between (2) and (3).
+        Runs on the bound loop.  Returns ``[]`` only when ``timeout`` seconds pass with
+        nothing available (``None``: wait forever; ``<= 0``: one non-blocking look).  The
+        deadline is computed once, on entry: spurious wakeups neither end the wait early nor
+        push it out.  An empty wait sleeps; it does not spin.  ``max_items < 1`` raises
+        ``ValueError``.  Items beyond ``max_items`` stay queued and the next call returns
+        them at once.
         """
         # TODO
         raise NotImplementedError("OutputSink.get_batch")

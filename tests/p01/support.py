@@ -47,9 +47,9 @@ def lost_wakeup_pitfall(sink, wrapper: LoopWrapper, default: str | None) -> tupl
     """Name the likely cause when a consumer slept through a put from another thread."""
     if wrapper.calls == 0 and sink.wakeups_scheduled > 0:
         return "set_from_producer", (
-            f"wakeups_scheduled is {sink.wakeups_scheduled} but the bound loop's "
-            "call_soon_threadsafe was never called: setting the event from the producer "
-            "thread does not wake a loop that sleeps in select()")
+            f"wakeups_scheduled is {sink.wakeups_scheduled} but the call_soon_threadsafe of "
+            "the object given to bind_loop was never called: setting the event from the "
+            "producer thread (or waking some other loop) does not wake the bound loop")
     if wrapper.calls == 0:
         return "asyncio_queue", (
             "put() never called the bound loop's call_soon_threadsafe, so nothing woke the "
