@@ -880,8 +880,7 @@ def diagnose(snap: Snapshot, what: str) -> Verdict:
     looks = snap.learner_threads()
     dead = _deadlocked(snap)
     held = {id(look.thread): _held(look.frames) for look in looks}
-    lines = [f"stuck: {what} can never finish -- every thread is blocked and nothing can "
-             "wake one:"]
+    lines = [f"{what}: stuck -- every thread is blocked and nothing can wake one:"]
     sites = []
     for look in looks:
         lines += _describe(look, looks, held)
@@ -1059,7 +1058,7 @@ last_spinning: list[str] = []
 
 
 def _stuck_message(what: str, verdict: Verdict) -> str:
-    return f"{what} is stuck\n{verdict.text}"
+    return verdict.text
 
 
 def _timeout_message(text: str) -> str:
