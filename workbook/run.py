@@ -170,6 +170,12 @@ def _wait(proc: subprocess.Popen, limit: float) -> bool:
         killed = False
     except subprocess.TimeoutExpired:
         killed = True
+    except BaseException:  # Ctrl-C (--watch): leave no check running behind
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        raise
     try:  # leave nothing behind: stray children of the learner code go too
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

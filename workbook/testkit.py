@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, NoReturn
 
 #: Seconds that separate "hung" from "slow" on a busy 2-core machine.
@@ -678,6 +678,7 @@ def _harness_bound(frames: list) -> bool:
 class Snapshot:
     looks: list[ThreadLook]
     at: float
+    cycle: set = field(default_factory=set)  # idents of threads in a lock cycle
 
     def learner_threads(self) -> list[ThreadLook]:
         return [look for look in self.looks if look.learner is not None or look.loop is not None]
@@ -756,6 +757,7 @@ def _deadlocked(snap: Snapshot) -> Snapshot | None:
             dead.update(path[path.index(node):])
     if not dead:
         return None
+    cycle = set(dead)
     changed = True
     while changed:  # threads waiting for a dead thread's lock are dead too
         changed = False
@@ -763,7 +765,9 @@ def _deadlocked(snap: Snapshot) -> Snapshot | None:
             if ident not in dead and any(h in dead for h in holders):
                 dead.add(ident)
                 changed = True
-    return Snapshot([look for look in snap.looks if look.thread.ident in dead], snap.at)
+    found = Snapshot([look for look in snap.looks if look.thread.ident in dead], snap.at)
+    found.cycle = cycle
+    return found
 
 
 #: Thread states already judged stuck in this process: key -> CPU clock then.  The same
@@ -784,6 +788,8 @@ class _Watch:
         self.hot: dict[int, dict[str, int]] = {}
         self.last_cpu: dict[int, float] = {}
         self.names: dict[int, str] = {}
+        self.looks_at: dict[int, int] = {}  # looks at each thread
+        self.moved: dict[int, int] = {}  # looks at which its CPU clock had moved
 
     def step(self) -> tuple[str, Any] | None:
         """One look.  ("stuck", Verdict) or ("guard", (_Guard, Verdict)) once confirmed."""
@@ -845,8 +851,10 @@ class _Watch:
             self.cpu_start.setdefault(ident, cpu)
             before = self.last_cpu.get(ident)
             self.last_cpu[ident] = cpu
-            if before is None or cpu - before < WINDOW * 0.3:
+            self.looks_at[ident] = self.looks_at.get(ident, 0) + 1
+            if before is None or cpu - before <= STILL_CPU:
                 continue
+            self.moved[ident] = self.moved.get(ident, 0) + 1
             learner = next((f for f in _stack(frames.get(ident))
                             if _is_learner(f.f_code.co_filename)), None)
             if learner is not None:
@@ -860,7 +868,10 @@ class _Watch:
         out = []
         for ident, counts in self.hot.items():
             used = self.last_cpu.get(ident, 0.0) - self.cpu_start.get(ident, 0.0)
-            if elapsed <= 0 or used < max(0.2 * elapsed, 0.3) or not counts:
+            # Spinning: its CPU clock moved at nearly every look (a parked thread's stands
+            # still), and it used a fair share of a CPU even on a crowded machine.
+            steady = self.moved.get(ident, 0) >= 0.6 * max(1, self.looks_at.get(ident, 0) - 1)
+            if elapsed <= 0 or not steady or used < max(0.05 * elapsed, 0.2) or not counts:
                 continue
             site = max(counts, key=counts.get)
             filename, _, line = site.rpartition(":")
@@ -895,7 +906,8 @@ def diagnose(snap: Snapshot, what: str) -> Verdict:
         lines.append("  (no thread is inside the learner file: the threads wait for each other "
                      "in the harness)")
     if dead is not None:  # the root cause is the lock cycle, whoever else waits on it
-        sites = [_site(look.learner) for look in dead.looks if look.learner is not None]
+        sites = [_site(look.learner) for look in dead.looks
+                 if look.learner is not None and look.thread.ident in dead.cycle]
     return Verdict(what, lines, tuple(sorted(set(sites))), cycle=dead is not None)
 
 
