@@ -795,8 +795,9 @@ class _Watch:
         """One look.  ("stuck", Verdict) or ("guard", (_Guard, Verdict)) once confirmed."""
         self._sample_cpu()
         snap, why = _take_snapshot(self.me, self.deadline)
+        dead = _deadlocked(snap)
         if why:
-            snap = _deadlocked(snap)
+            snap = dead
             if snap is None:
                 self.streak.clear()
                 return None
@@ -805,8 +806,11 @@ class _Watch:
         self.streak.append(snap)
         known = bool(snap.looks) and all(
             look.cpu is not None and _known.get(look.key) == look.cpu for look in snap.looks)
-        if not known and (len(self.streak) < CONFIRM_LOOKS
-                          or snap.at - self.streak[0].at < CONFIRM):
+        # A lock cycle (each waits for a lock a thread of the cycle holds) cannot undo
+        # itself: two looks a window apart with every clock still are proof enough.
+        certain = dead is not None and len(dead.looks) == len(snap.looks)
+        looks, span = (2, WINDOW * 0.9) if certain else (CONFIRM_LOOKS, CONFIRM)
+        if not known and (len(self.streak) < looks or snap.at - self.streak[0].at < span):
             return None
         for look in snap.looks:
             if look.cpu is not None:
