@@ -642,6 +642,15 @@ def _look_asyncio(look: ThreadLook, loop, deadline: float) -> ThreadLook:
         guard_handles = {id(g.handle) for g in _guards if g.loop is loop}
     due = [h for h in timers if id(h) not in guard_handles
            and h.when() - now_loop + now < deadline]
+    if ready:
+        # asyncio never sleeps with callbacks ready (it selects with timeout 0 then): these
+        # were queued from another thread without waking it.  Only an unrelated timer could
+        # run them -- a lost wakeup, whatever timer may come.
+        look.state = "asleep"
+        look.guard_only = False
+        look.detail = (f"{ready} callback(s) ready but the loop was not woken (queued from "
+                       "another thread without call_soon_threadsafe?)")
+        return look
     if due:
         look.state = "timed"
         look.detail = f"a timer due in {max(0.0, due[0].when() - now_loop):.2f} s"
