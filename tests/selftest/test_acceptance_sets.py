@@ -39,7 +39,7 @@ def test_each_variant_fails_exactly_its_declared_checkpoints(variant):
                                    for c in variant.fails))
 
 
-@pytest.mark.parametrize("variant", [v for v in variant_cases() if v.values[0].is_diff])
+@pytest.mark.parametrize("variant", variant_cases())
 def test_each_diff_applies_to_the_reference_and_explains_itself(variant):
     parsed = variants.parse(variant)
     assert parsed.explanation.strip(), f"{variant.label}: no explanation above the diff"
@@ -59,13 +59,12 @@ def test_show_prints_the_explanation_and_the_change(variant, capsys):
     out = capsys.readouterr().out
     flat = _flat(out)  # rich wraps long lines and renders the explanation's markdown
     assert _flat(variant.name) in flat and _flat(variant.fails[0]) in flat, out
-    if variant.is_diff:
-        parsed = variants.parse(variant)
-        first = parsed.explanation.splitlines()[0] if parsed.explanation else ""
-        assert _flat(first)[:40] in flat, out
-        added = [_flat(ln[1:]) for ln in parsed.diff.splitlines()
-                 if ln.startswith("+") and not ln.startswith("+++") and ln[1:].strip()]
-        assert all(a[:30] in flat for a in added[:3]), out
+    parsed = variants.parse(variant)
+    first = parsed.explanation.splitlines()[0] if parsed.explanation else ""
+    assert _flat(first)[:40] in flat, out
+    added = [_flat(ln[1:]) for ln in parsed.diff.splitlines()
+             if ln.startswith("+") and not ln.startswith("+++") and ln[1:].strip()]
+    assert all(a[:30] in flat for a in added[:3]), out
 
 
 @pytest.mark.parametrize("problem,path", alternate_cases())
