@@ -602,7 +602,7 @@ def test_a_sleeping_consumer_returns_as_soon_as_an_item_is_put(impl, lt):
     sink, _ = bound_sink(impl, lt)
 
     async def timed():
-        got = await sink.get_batch(timeout=2 * BOUND)
+        got = await sink.get_batch(timeout=BOUND)
         return got, time.monotonic()
 
     latencies = []
@@ -611,7 +611,7 @@ def test_a_sleeping_consumer_returns_as_soon_as_an_item_is_put(impl, lt):
         lt.wait_idle(what="the consumer is waiting in get_batch")
         start = time.monotonic()
         join(start_daemon(sink.put, i, name="producer"), what=f"put({i})")
-        got, returned = lt.wait(future, 3 * BOUND, what=f"get_batch woken by put({i})")
+        got, returned = lt.wait(future, 2 * BOUND, what=f"get_batch woken by put({i})")
         check(got == [i], f"round {i}: expected [{i}], got {got!r}")
         latencies.append(returned - start)
     median = statistics.median(latencies)
