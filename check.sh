@@ -22,7 +22,9 @@ extra=""
 case "${1:-}" in
     selftest) extra="dev" ;;
     bench) extra="bench" ;;
+    grade|gradescope-bundle) extra="grade" ;;
     mutate) extra="mutate" ;;
+    serve|site) extra="web" ;;
 esac
 extras="${extra:+[$extra]}"
 stamp="$venv/.installed${extra:+-$extra}"
@@ -52,7 +54,7 @@ bootstrap() {
 installed() {  # is what this command needs there? (a plain command is served by any install)
     [ -x "$venv/bin/python" ] || return 1
     local others=""
-    [ -z "$extra" ] && others="$venv/.installed-dev $venv/.installed-bench"
+    [ -z "$extra" ] && others="$(ls "$venv"/.installed-* 2>/dev/null)"  # any install serves
     for s in "$stamp" $others; do
         [ "$(cat "$s" 2>/dev/null)" = "$want" ] && return 0
     done

@@ -2,8 +2,9 @@
 
 Reference solution.  A generator is driven by a Runner (the trampoline): each time the
 Future it yielded is done, the Runner hands the result back with ``send`` (or the error with
-``throw``).  The IOLoop decides *when*: one iteration runs the callbacks queued so far, then
-the due timeouts, then sleeps in ``select`` until a timeout, a waker byte, or forever.
+``throw``).  The IOLoop decides *when*: one iteration runs the callbacks queued and the
+timeouts due when it began, then sleeps in ``select`` until a timeout, a waker byte, or
+forever.
 See book/p04_coroutine_runner.md.
 """
 from __future__ import annotations
@@ -118,7 +119,7 @@ class IOLoop:
         self._sequence = itertools.count()  # equal deadlines fire in call_later order
         self._selector = selectors.DefaultSelector()
         # The waker (a self-pipe, as in P02): one byte makes select() return.  Written by
-        # add_callback and stop() from other threads (under _lock), read by the loop.
+        # add_callback from other threads (under _lock), read by the loop.
         self._waker_r, self._waker_w = socket.socketpair()
         self._waker_r.setblocking(False)
         self._waker_w.setblocking(False)  # a full buffer means a wakeup is already pending
@@ -126,6 +127,10 @@ class IOLoop:
         self._thread_ident = threading.get_ident()  # the loop thread (start() sets it again)
         self._running = False
         self._stopped = False
+        # A new loop becomes the current loop of the thread that makes it (as in tornado 6);
+        # close() gives the thread back the loop that was current before.
+        self._previous: IOLoop | None = getattr(_current, "loop", None)
+        _current.loop = self
 
     @staticmethod
     def current() -> "IOLoop":
@@ -145,12 +150,13 @@ class IOLoop:
 
         Thread-safe.  Only the call that finds the list empty wakes the loop: the loop takes
         the whole list at once, so later calls know a wakeup is already on its way (the
-        "in flight" flag of P01, here read off the list itself).
+        "in flight" flag of P01, here read off the list itself).  On a closed loop the
+        callback is dropped, as tornado does: nobody will ever run it.
         """
         from_other_thread = threading.get_ident() != self._thread_ident
         with self._lock:
             if self._closed:
-                raise RuntimeError("the IOLoop is closed")
+                return
             # The check and the append under one lock: the loop cannot take the list in
             # between, so "it was empty" is still true when we decide to wake.
             wake = from_other_thread and not self._callbacks
@@ -181,29 +187,36 @@ class IOLoop:
     # -- running ---------------------------------------------------------------------------
 
     def start(self) -> None:
+        """Run turns until stop(); the loop is the thread's current loop meanwhile."""
         if self._running:
             raise RuntimeError("the IOLoop is already running")
         self._thread_ident = threading.get_ident()
         self._running = True
+        previous, _current.loop = getattr(_current, "loop", None), self
         try:
             while not self._stopped:
                 self._iteration()
         finally:
+            _current.loop = previous  # the thread gets its current loop back
             self._running = False
             self._stopped = False
 
     def _iteration(self) -> None:
         """One turn of the loop: callbacks, due timeouts, then sleep in select()."""
-        # 1. The callbacks queued before this turn began.  Callbacks they add go to the new
-        #    list and wait for the next turn, so `yield moment` in a loop cannot starve step 2.
+        # The turn's work is fixed when it begins: the callbacks queued so far and the
+        # timeouts due now.  What they add (callbacks, call_later(0)) waits for the next
+        # turn, so `yield moment` in a loop cannot starve a timeout.
         with self._lock:
             callbacks, self._callbacks = self._callbacks, []
+        now = self.time()
+        due = []
+        while self._timeouts and self._timeouts[0][0] <= now:
+            due.append(heapq.heappop(self._timeouts)[2])
+        # 1. The callbacks, in arrival order.
         for callback in callbacks:
             self._run(callback)
-        # 2. Timeouts that are due now (one that is added now is due later).
-        now = self.time()
-        while self._timeouts and self._timeouts[0][0] <= now:
-            timeout = heapq.heappop(self._timeouts)[2]
+        # 2. The due timeouts, in deadline order (unless a callback just removed one).
+        for timeout in due:
             if timeout.callback is not None:
                 self._run(timeout.callback)
         if self._stopped:
@@ -230,12 +243,9 @@ class IOLoop:
             log.exception("exception in callback %r", callback)
 
     def stop(self) -> None:
-        """Make start() return once the current iteration has finished its callbacks."""
+        """Make start() return once the current turn is over.  Loop thread only, as in
+        tornado: another thread stops the loop with ``add_callback(loop.stop)``."""
         self._stopped = True
-        if threading.get_ident() != self._thread_ident:
-            with self._lock:
-                if not self._closed:
-                    self._wake()  # a loop asleep in select() must notice
 
     def run_sync(self, func, timeout: float | None = None):
         """Run the loop until ``func()`` is done; return its result or raise its exception."""
@@ -263,13 +273,14 @@ class IOLoop:
         return started[0].result()
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock:  # from now on add_callback drops its callback
             self._closed = True
         self._selector.close()
         self._waker_r.close()
         self._waker_w.close()
-        if getattr(_current, "loop", None) is self:
-            del _current.loop
+        if getattr(_current, "loop", None) is self:  # give back the loop current before
+            previous = self._previous
+            _current.loop = previous if previous is not None and not previous._closed else None
 
 
 # -- coroutine and the Runner ----------------------------------------------------------------
@@ -384,7 +395,8 @@ class _Runner:
         raise BadYieldError(f"yielded unknown object {yielded!r}")
 
     def _gather(self, children: list | dict) -> Future:
-        """One Future for a list or dict of Futures: results in the same shape and order."""
+        """One Future for a list or dict of Futures, done when all of them are: results in
+        the same shape and order, or the first failure in yield order."""
         keys = list(children) if isinstance(children, dict) else range(len(children))
         futures = [children[k] for k in keys]
         for f in futures:
@@ -393,15 +405,18 @@ class _Runner:
         gathered = Future()
         pending = len(futures)
 
-        def on_child_done(child: Future) -> None:
+        def on_child_done(_: Future) -> None:
             nonlocal pending
-            if gathered.done():
-                return  # an earlier child failed: the first failure wins
-            if child.exception() is not None:
-                gathered.set_exception(child.exception())
-                return
             pending -= 1
-            if pending == 0:  # read in yield order, not in completion order
+            if pending:
+                return  # as in tornado 6, wait for every child, even after a failure
+            # Read the children in yield order, not in completion order.
+            failures = [f.exception() for f in futures if f.exception() is not None]
+            if failures:
+                for later in failures[1:]:
+                    log.error("another child of a multi failed too", exc_info=later)
+                gathered.set_exception(failures[0])  # the first failure in yield order
+            else:
                 results = [f.result() for f in futures]
                 gathered.set_result(dict(zip(keys, results))
                                     if isinstance(children, dict) else results)

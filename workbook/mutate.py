@@ -18,6 +18,7 @@ they are) and ``occurrence`` (0 for the first mutant with that operator and thos
 counted from the top of the file; above 0 only when identical lines exist).  ``line`` is
 written too, for the reader, but matching ignores it, so an entry survives lines moving.
 
+A mutant's run stops at its first failing test (pytest ``-x``): one failure kills it.
 Score = (killed + timed out) / (mutants - equivalent).  Mutations inside type annotations
 are not run when the module has ``from __future__ import annotations`` (annotations are then
 never evaluated, so every such mutant is equivalent); they are counted as ``skipped``.
@@ -261,13 +262,19 @@ def sample(mutants: list[Mutant], k: int | None) -> list[Mutant]:
 
 # -- judging them ---------------------------------------------------------------------------
 
-def judge(problem: manifest.Problem, mutant: Mutant, folder: Path, limit: float) -> Mutant:
+#: pytest stops at the first failing test: one failure is enough to kill a mutant.
+FAIL_FAST = {"PYTEST_ADDOPTS": "-x"}
+NOT_RUN = "did not finish: the test process ended early"
+
+
+def judge(problem: manifest.Problem, mutant: Mutant, folder: Path, limit: float,
+          fail_fast: bool = True) -> Mutant:
     """Check one mutant with the acceptance set, in its own ``<module>.py``."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{problem.module}.py"
     path.write_text(mutant.code, "utf-8")
     started = time.monotonic()
-    result = run_check(problem, path, time_limit=limit)
+    result = run_check(problem, path, time_limit=limit, env=FAIL_FAST if fail_fast else None)
     mutant.seconds = time.monotonic() - started
     mutant.outcome, mutant.killed_by, mutant.reason = _verdict(result, limit)
     if mutant.outcome == "survived":
@@ -278,7 +285,11 @@ def judge(problem: manifest.Problem, mutant: Mutant, folder: Path, limit: float)
 
 
 def _verdict(result: Result, limit: float) -> tuple[str, list[str], str]:
-    failed = [cp.id for cp in result.checkpoints if cp.status != "passed"]
+    """(outcome, the checkpoints that failed, a one-line reason); with fail-fast, the
+    checkpoints left unrun after the first failure are not counted as killers."""
+    failed = [cp.id for cp in result.checkpoints
+              if cp.status != "passed" and cp.message != NOT_RUN]
+    failed = failed or [cp.id for cp in result.checkpoints if cp.status != "passed"]
     if result.import_error:
         return "killed", failed, f"does not import: {result.import_error}"
     stopped = [cp.id for cp in result.checkpoints
@@ -287,7 +298,7 @@ def _verdict(result: Result, limit: float) -> tuple[str, list[str], str]:
         others = [c for c in failed if c not in stopped]
         return "timeout", others or stopped, f"stopped after {limit:g} s"
     if failed:
-        first = next(cp for cp in result.checkpoints if cp.status != "passed")
+        first = next(cp for cp in result.checkpoints if cp.id == failed[0])
         return "killed", failed, (first.message or "").splitlines()[0][:200] if first.message else ""
     if result.incomplete:
         return "killed", [], "the test process ended early"
@@ -318,6 +329,7 @@ class Report:
     limit: float
     sampled: int | None
     database: str
+    fail_fast: bool = True
 
     def count(self, outcome: str) -> int:
         return sum(m.outcome == outcome for m in self.mutants)
@@ -338,6 +350,7 @@ class Report:
         return {
             "problem": self.problem, "seconds": round(self.seconds, 1), "jobs": self.jobs,
             "time_limit": self.limit, "sample": self.sampled, "work_db": self.database,
+            "fail_fast": self.fail_fast,
             "counts": {o: self.count(o) for o in OUTCOMES} | {"total": len(self.mutants)},
             "score": None if self.score is None else round(self.score, 4),
             "stale_equivalents": self.stale,
@@ -346,7 +359,8 @@ class Report:
 
 
 def run(problem: manifest.Problem, *, jobs: int = 2, k: int | None = None,
-        limit: float | None = None, out: Path = DEFAULT_OUT, progress=None) -> Report:
+        limit: float | None = None, out: Path = DEFAULT_OUT, fail_fast: bool = True,
+        progress=None) -> Report:
     """Mutation-test ``problem``'s reference; ``progress(done, total, mutant)`` after each."""
     started = time.monotonic()
     work = out / problem.id
@@ -377,7 +391,7 @@ def run(problem: manifest.Problem, *, jobs: int = 2, k: int | None = None,
         done = 0
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             futures = {pool.submit(judge, problem, group[0], work / "mutants" / group[0].id,
-                                   limit): group for group in by_code.values()}
+                                   limit, fail_fast): group for group in by_code.values()}
             try:
                 for future in as_completed(futures):
                     first = future.result()
@@ -394,7 +408,7 @@ def run(problem: manifest.Problem, *, jobs: int = 2, k: int | None = None,
                 pool.shutdown(wait=True, cancel_futures=True)
                 raise
     return Report(problem.id, mutants, stale, time.monotonic() - started, jobs, limit, k,
-                  str(work / "session.sqlite"))
+                  str(work / "session.sqlite"), fail_fast)
 
 
 # -- the command ----------------------------------------------------------------------------
@@ -411,6 +425,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout", type=float, metavar="S",
                         help="time limit of one mutant's run (default: 10x the reference's, "
                              "at least 30 s)")
+    parser.add_argument("--all-checkpoints", action="store_true",
+                        help="run every test of a mutant (default: stop at the first "
+                             "failure, which kills it); slower, lists every killer")
     parser.add_argument("--json", action="store_true", help="print the JSON report")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="DIR",
                         help="where the work DB, the survivors and the report go "
@@ -460,7 +477,7 @@ def _run_with_progress(problem, args, console) -> Report:
                        description=f"{problem.id} mutants", **counts)
 
         return run(problem, jobs=args.jobs, k=args.sample, limit=args.timeout, out=args.out,
-                   progress=step)
+                   fail_fast=not args.all_checkpoints, progress=step)
 
 
 def _print_report(report: Report, console, path: Path) -> None:

@@ -54,6 +54,8 @@ def pytest_configure(config: pytest.Config) -> None:
                   report=open(report, "a", encoding="utf-8") if report else None,
                   current=None)
     testkit._note_sink = _note
+    testkit.set_learner_file(str(target))
+    _STATE["watchdog"] = testkit.Watchdog()
     _emit({"event": "start", "problem": problem.id, "file": str(target), "pid": os.getpid()})
     _load_target(problem, target)
 
@@ -120,10 +122,20 @@ def pytest_runtest_protocol(item, nextitem):
     _STATE["current"] = marker.args[0] if marker else None
     _STATE["outcome"] = None
     _STATE["started"] = time.monotonic()
-    yield
+    testkit.begin_check()
+    watchdog = _STATE.get("watchdog")
+    if watchdog is not None:
+        watchdog.active = True
+    try:
+        yield
+    finally:
+        if watchdog is not None:
+            watchdog.active = False
     if _STATE.get("problem") is None:
         return
     outcome = _STATE["outcome"] or {"outcome": "passed"}
+    if testkit.verdicts:
+        outcome["stuck"] = len(testkit.verdicts)
     _emit({"event": "test", "checkpoint": _STATE["current"], "nodeid": item.nodeid,
            "seconds": round(time.monotonic() - _STATE["started"], 3), **outcome})
 
@@ -140,6 +152,17 @@ def pytest_runtest_makereport(item, call):
 
 
 def _classify(excinfo, when: str) -> dict:
+    out = _classify_plain(excinfo, when)
+    verdict = getattr(excinfo.value, "verdict", None) or (
+        testkit.verdicts[-1] if testkit.verdicts else None)
+    if verdict is not None and out["outcome"] == "failed":
+        if verdict.text not in out["message"]:
+            out["message"] += "\n" + verdict.text
+        out["cause"] = "stuck at " + ", ".join(verdict.sites) if verdict.sites else "stuck"
+    return out
+
+
+def _classify_plain(excinfo, when: str) -> dict:
     exc = excinfo.value
     target = _STATE["target"]
     if isinstance(exc, NotImplementedError):
@@ -160,7 +183,10 @@ def _classify(excinfo, when: str) -> dict:
     text = f"{type(exc).__name__}: {exc}" + (f" (raised at {where})" if where else "")
     if when != "call":
         text = f"during {when}: {text}"
-    return {"outcome": "failed", "message": text, "pitfall": None}
+    # The same exception at the same learner line is one root cause, whatever the check.
+    return {"outcome": "failed", "message": text, "pitfall": None,
+            "cause": f"{type(exc).__name__}: {exc} @ {where}" if where
+            else f"{type(exc).__name__}: {exc}"}
 
 
 def _where(tb, target: Path, function: bool = False) -> str | None:

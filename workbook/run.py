@@ -12,9 +12,11 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from workbook import ROOT, manifest
 
@@ -237,3 +239,110 @@ def _checkpoint_status(cp: manifest.Checkpoint, runs: list[dict], expected: int 
     else:
         result.status = "passed"
     return result
+
+
+# -- streaming: the same run, its report records yielded as they arrive ---------------------
+
+def iter_check(problem: manifest.Problem, target: Path, *, time_limit: float | None = None,
+               python: str = sys.executable, env: dict | None = None,
+               poll: float = 0.02,
+               cancel: threading.Event | None = None) -> Iterator[dict | Result]:
+    """Run ``problem``'s acceptance set against ``target`` like ``run_check``, yielding each
+    report record (a dict) as soon as the run has written it, then the ``Result`` that
+    ``run_check`` would have returned.  Each record gets ``reported_at``: the wall-clock
+    time (``time.time()``) at which the report file last changed before it was read.
+    Closing the generator early, or setting ``cancel``, stops the run (its whole process
+    group); a cancelled run reports what finished before, like one that hit its limit."""
+    target = Path(target).resolve()
+    if not target.is_file():
+        raise UsageError(f"no such file: {target}")
+    started = time.monotonic()
+    syntax = check_source(target)
+    if syntax:
+        yield {"event": "import_error", "message": syntax, "reported_at": time.time()}
+        yield _import_failed(problem, target, syntax, started)
+        return
+    limit = time_limit or problem.time_limit
+    with tempfile.TemporaryDirectory(prefix="workbook-") as tmp:
+        report = Path(tmp) / "report.jsonl"
+        report.touch()
+        output = Path(tmp) / "output.txt"
+        records: list[dict] = []
+        with output.open("wb") as out, report.open("rb") as feed:
+            proc = subprocess.Popen(
+                pytest_command(problem, target, report, python), cwd=ROOT,
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                env=_child_env(env), start_new_session=True,
+            )
+            killed = False
+            partial = b""
+            try:
+                while True:
+                    finished = proc.poll() is not None
+                    chunk = feed.read()
+                    if chunk:
+                        stamp = os.fstat(feed.fileno()).st_mtime_ns / 1e9
+                        partial += chunk
+                        *lines, partial = partial.split(b"\n")
+                        for line in lines:
+                            try:
+                                rec = json.loads(line)
+                            except ValueError:
+                                continue  # a line cut short by a kill
+                            records.append(rec)
+                            yield {**rec, "reported_at": stamp}
+                    if finished:
+                        break
+                    if time.monotonic() - started > limit or (cancel and cancel.is_set()):
+                        killed = True
+                        break
+                    time.sleep(poll)
+            finally:  # also when the consumer closes the generator early
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                proc.wait()
+            rest = partial + feed.read()
+            for line in rest.split(b"\n"):
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                records.append(rec)
+                yield {**rec, "reported_at": time.time()}
+        tail = output.read_bytes()[-4000:].decode("utf-8", "replace")
+    result = _aggregate(problem, target, records, killed=killed, limit=limit)
+    result.seconds = time.monotonic() - started
+    result.output = tail
+    yield result
+
+
+def checkpoint_progress(problem: manifest.Problem, records: list[dict], *,
+                        limit: float) -> dict[str, CheckpointResult]:
+    """The checkpoints whose every collected test has reported, judged as the final
+    ``Result`` will judge them (for showing results while the run goes on)."""
+    collected: dict[str, list[str]] = {}
+    runs: dict[str, list[dict]] = {cp.id: [] for cp in problem.checkpoints}
+    notes: dict[str, list[str]] = {cp.id: [] for cp in problem.checkpoints}
+    for rec in records:
+        if rec.get("event") == "collected":
+            collected = rec.get("tests", {})
+        elif rec.get("event") == "test" and rec.get("checkpoint") in runs:
+            runs[rec["checkpoint"]].append(rec)
+        elif rec.get("event") == "note" and rec.get("checkpoint") in notes:
+            notes[rec["checkpoint"]].append(rec.get("text", ""))
+    done = {}
+    for cp in problem.checkpoints:
+        expected = len(collected.get(cp.id, []))
+        if expected and len(runs[cp.id]) >= expected:
+            done[cp.id] = _checkpoint_status(cp, runs[cp.id], expected, notes[cp.id],
+                                             killed=False, limit=limit)
+    return done
+
+
+def result_from_records(problem: manifest.Problem, target: Path, records: list[dict], *,
+                        killed: bool = False, limit: float | None = None) -> Result:
+    """The ``Result`` a report's records describe (the grader's records, after checking)."""
+    return _aggregate(problem, Path(target), records, killed=killed,
+                      limit=limit or problem.time_limit)

@@ -9,9 +9,11 @@ import asyncio
 import concurrent.futures
 import ctypes
 import os
+import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, NoReturn
 
 #: Seconds that separate "hung" from "slow" on a busy 2-core machine.
@@ -79,26 +81,43 @@ def start_daemon(target: Callable[..., Any], *args: Any, name: str | None = None
 
 def join(thread: DaemonThread, timeout: float = BOUND, *, what: str,
          pitfall: str | None = None) -> Any:
-    """Wait for ``thread``; fail if it is still running after ``timeout`` seconds.
+    """Wait for ``thread``; fail if it is still running after ``timeout`` seconds, or at once
+    when the stuck detector sees that it never can finish.
 
     Re-raises what the thread raised (so a ``NotImplementedError`` reaches the harness)."""
-    thread.join(timeout)
-    if thread.is_alive():
-        fail(f"{what} did not finish within {timeout:g} s (blocked or deadlocked?)",
-             pitfall=pitfall)
+    found = _wait(lambda: not thread.is_alive(), thread.join, timeout, what=what)
+    if isinstance(found, Verdict):
+        verdicts.append(found)
+        raise Stuck(_stuck_message(what, found), found, pitfall)
+    if found is TIMED_OUT:
+        fail(_timeout_message(f"{what} did not finish within {timeout:g} s "
+                              "(blocked or deadlocked?)"), pitfall=pitfall)
     if thread.error is not None:
         raise thread.error
     return thread.result
 
 
+def finished(thread: threading.Thread, timeout: float = BOUND, *, what: str) -> bool:
+    """True once ``thread`` has ended; False after ``timeout`` seconds or once it is seen
+    stuck (the verdict is kept for the report)."""
+    found = _wait(lambda: not thread.is_alive(), thread.join, timeout, what=what)
+    if isinstance(found, Verdict):
+        verdicts.append(found)
+    return found is None
+
+
 def wait_until(predicate: Callable[[], object], timeout: float = BOUND, *, what: str,
                pitfall: str | None = None) -> None:
-    """Poll ``predicate`` until it is true; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() >= deadline:
-            fail(f"gave up after {timeout:g} s waiting until {what}", pitfall=pitfall)
-        time.sleep(0.001)
+    """Poll ``predicate`` until it is true; fail after ``timeout`` seconds, or at once when
+    every thread is blocked and nothing can make it true."""
+    found = _wait(lambda: bool(predicate()), lambda t: time.sleep(min(t, 0.001)), timeout,
+                  what=f"waiting until {what}")
+    if isinstance(found, Verdict):
+        verdicts.append(found)
+        raise Stuck(_stuck_message(f"waiting until {what}", found), found, pitfall)
+    if found is TIMED_OUT:
+        fail(_timeout_message(f"gave up after {timeout:g} s waiting until {what}"),
+             pitfall=pitfall)
 
 
 def interrupt_thread(thread: threading.Thread, exc_type: type[BaseException] = Hung) -> None:
@@ -176,6 +195,897 @@ def parked(thread: threading.Thread, window: float = 0.05) -> bool:
     return used is not None and used <= PARKED_CPU
 
 
+# -- the stuck detector: deciding "nothing can move" from state, not from waiting ----------
+#
+# Every bounded wait of the harness (join, wait_until, wait_event, LoopThread.wait, ...) runs
+# ``_wait``: between short blocks it looks at the other threads of the process.  The check is
+# *stuck* when, over several consecutive looks, every thread that could make progress is
+# parked -- asleep in the kernel (state S) in a wait with no timeout, its CPU clock standing
+# still, the same frame each time -- and nothing pending could wake one: no timed wait, no
+# ready callback or learner timer of a sleeping asyncio loop, no readable fd of a sleeping
+# selector, no child process, no other harness wait that ends sooner.  Anything not
+# understood counts as "could move": the bound then decides, as before.  Frames only explain.
+
+#: Seconds between two looks, and how long (and how many looks) the state must stand still.
+WINDOW = 0.05
+CONFIRM = 0.15
+CONFIRM_LOOKS = 3
+#: CPU seconds a parked thread may show between two looks (none, in practice).
+STILL_CPU = 1e-4
+
+_learner_files: set[str] = set()
+_harness_dirs: tuple[str, ...] = (os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "tests") + os.sep, os.path.dirname(os.path.abspath(__file__))
+    + os.sep)
+_watchers: dict[int, float] = {}  # thread ident -> deadline of the bounded wait it is in
+_watchers_lock = threading.Lock()  # guards _watchers
+_excluded: set[int] = set()  # idents of harness threads that never count (the watchdog)
+_background: set[int] = set()  # idents alive when the current check began (not its threads)
+_guards: "set[_Guard]" = set()  # pending asyncio bounds set by ``bounded``
+_guards_lock = threading.Lock()  # guards _guards
+_hooks: list[Callable[["Snapshot"], list[str]]] = []
+#: Stuck verdicts of the current check (read by the plugin: diagnosis and grouping).
+verdicts: list["Verdict"] = []
+
+
+def set_learner_file(path: str) -> None:
+    """Tell the detector which file is the learner's (frames there are 'learner lines')."""
+    _learner_files.add(os.path.realpath(path))
+
+
+def begin_check() -> None:
+    """Called by the plugin as a check starts: threads alive now belong to earlier checks."""
+    verdicts.clear()
+    main = threading.main_thread().ident
+    _background.clear()
+    _background.update(t.ident for t in threading.enumerate()
+                       if t.ident is not None and t.ident != main)
+    with _guards_lock:
+        _guards.clear()
+
+
+def add_stuck_hook(hook: Callable[["Snapshot"], list[str]]) -> None:
+    """A problem's tests may add lines to a stuck diagnosis (e.g. "1 item is queued")."""
+    if hook not in _hooks:
+        _hooks.append(hook)
+
+
+# x86_64 and aarch64 system call numbers of the blocking calls we understand.
+_SYSCALLS = {
+    "x86_64": {0: "read", 7: "poll", 23: "select", 35: "nanosleep", 45: "recvfrom",
+               47: "recvmsg", 43: "accept", 288: "accept4", 202: "futex", 230: "clock_nanosleep",
+               232: "epoll_wait", 281: "epoll_pwait", 441: "epoll_pwait2", 270: "pselect6",
+               271: "ppoll", 61: "wait4", 247: "waitid", 34: "pause", 130: "rt_sigsuspend"},
+    "aarch64": {63: "read", 207: "recvfrom", 212: "recvmsg", 202: "accept", 242: "accept4",
+                98: "futex", 101: "nanosleep", 115: "clock_nanosleep", 22: "epoll_pwait",
+                441: "epoll_pwait2", 72: "pselect6", 73: "ppoll", 260: "wait4", 95: "waitid",
+                133: "rt_sigsuspend"},
+}.get(os.uname().machine if hasattr(os, "uname") else "", {})
+_INFINITE_MS = (0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF)
+
+
+def _syscall(tid: int) -> tuple[str, bool | None] | None:
+    """(name, timed) of the system call ``tid`` is blocked in; timed None when unknown.
+    None when the thread is running or nothing can be read."""
+    try:
+        with open(f"/proc/self/task/{tid}/syscall") as f:
+            fields = f.read().split()
+    except OSError:
+        return None
+    if not fields or not fields[0].isdigit():
+        return None  # "running", or "-1 ..." (not in a system call)
+    nr = int(fields[0])
+    args = [int(a, 16) for a in fields[1:7]]
+    name = _SYSCALLS.get(nr)
+    if name is None or len(args) < 6:
+        return (f"syscall {nr}", None)
+    if name == "futex":
+        cmd = args[1] & 0x7F
+        if cmd in (0, 9, 6, 11, 13):  # WAIT, WAIT_BITSET, LOCK_PI, WAIT_REQUEUE_PI, LOCK_PI2
+            return (name, args[3] != 0)
+        return (name, None)
+    if name in ("epoll_wait", "epoll_pwait"):
+        return (name, args[3] not in _INFINITE_MS)
+    if name == "poll":
+        return (name, args[2] not in _INFINITE_MS)
+    if name in ("ppoll",):
+        return (name, args[2] != 0)
+    if name in ("epoll_pwait2", "select", "pselect6"):
+        return (name, args[3 if name == "epoll_pwait2" else 4] != 0)
+    if name in ("nanosleep", "clock_nanosleep"):
+        return (name, True)
+    return (name, False)  # read, recv, accept, wait4, pause: woken only by someone else
+
+
+def _children_alive() -> bool:
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/children") as f:
+                if f.read().strip():
+                    return True
+    except OSError:
+        return True  # cannot tell: something outside might wake us
+    return False
+
+
+# -- what a thread is doing, read from its frames ------------------------------------------
+
+def _is_learner(filename: str) -> bool:
+    return bool(_learner_files) and os.path.realpath(filename) in _learner_files
+
+
+def _is_harness(filename: str) -> bool:
+    return os.path.realpath(filename).startswith(_harness_dirs)
+
+
+def _stack(frame) -> list:
+    """Frames innermost first."""
+    out = []
+    while frame is not None:
+        out.append(frame)
+        frame = frame.f_back
+    return out
+
+
+def _qualname(frame) -> str:
+    code = frame.f_code
+    name = getattr(code, "co_qualname", None)
+    if name is None:
+        self_obj = frame.f_locals.get("self")
+        name = f"{type(self_obj).__name__}.{code.co_name}" if self_obj is not None \
+            else code.co_name
+    return name
+
+
+def _shown(filename: str) -> str:
+    try:
+        return os.path.relpath(filename)
+    except ValueError:
+        return filename
+
+
+def _source_line(filename: str, lineno: int) -> str:
+    import linecache
+    return linecache.getline(filename, lineno).strip()
+
+
+def _site(frame) -> str:
+    return f"{_shown(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+_ast_cache: dict[str, Any] = {}
+
+
+def _with_blocks(filename: str) -> list:
+    """Every ``with`` statement of a file: (first line, last line, [item source], body start)."""
+    if filename in _ast_cache:
+        return _ast_cache[filename]
+    import ast
+    blocks = []
+    try:
+        with open(filename, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.With, ast.AsyncWith)) and node.body:
+                blocks.append((node.lineno, node.end_lineno or node.lineno,
+                               [item.context_expr for item in node.items],
+                               node.body[0].lineno))
+    except (OSError, SyntaxError, ValueError):
+        pass
+    _ast_cache[filename] = blocks
+    return blocks
+
+
+def _evaluate(node, frame):
+    """The object a simple expression (names and attributes only) stands for in ``frame``."""
+    import ast
+    if isinstance(node, ast.Name):
+        if node.id in frame.f_locals:
+            return frame.f_locals[node.id]
+        return frame.f_globals.get(node.id, _MISSING)
+    if isinstance(node, ast.Attribute):
+        base = _evaluate(node.value, frame)
+        if base is _MISSING:
+            return _MISSING
+        try:
+            return object.__getattribute__(base, node.attr) if not isinstance(base, type) \
+                else getattr(base, node.attr)
+        except Exception:  # noqa: BLE001 - an explanation only
+            try:
+                return getattr(base, node.attr)
+            except Exception:  # noqa: BLE001
+                return _MISSING
+    return _MISSING
+
+
+_MISSING = object()
+
+
+def _lock_of(obj):
+    """The lock that really is taken when ``obj`` is entered (a Condition's own lock)."""
+    inner = getattr(obj, "_lock", None) if isinstance(obj, threading.Condition) else None
+    return inner if inner is not None else obj
+
+
+def _held(frames: list) -> list[tuple[Any, str, Any]]:
+    """Locks this thread holds through ``with`` blocks of learner code: (lock, text, frame)."""
+    import ast
+    out = []
+    released = [_lock_of(f.f_locals.get("self")) for f in frames
+                if f.f_code is threading.Condition.wait.__code__]  # wait() let go of these
+    for frame in frames:
+        if not _is_learner(frame.f_code.co_filename):
+            continue
+        line = frame.f_lineno
+        for first, last, items, body in _with_blocks(frame.f_code.co_filename):
+            if body <= line <= last:  # inside the block, past the with line itself
+                for expr in items:
+                    obj = _evaluate(expr, frame)
+                    if obj is not _MISSING and not any(_lock_of(obj) is r for r in released):
+                        out.append((_lock_of(obj), ast.unparse(expr), frame, first))
+    return out
+
+
+def _waited_object(frames: list):
+    """(object, its source text) the innermost learner line waits on, when it can be read."""
+    import ast
+    inner = next((f for f in frames if _is_learner(f.f_code.co_filename)), None)
+    if inner is None:
+        return _MISSING, None
+    # Innermost non-learner frame that is a method of a sync primitive: its ``self``.
+    for frame in frames:
+        if frame is inner:
+            break
+        obj = frame.f_locals.get("self")
+        if isinstance(obj, (threading.Condition, threading.Semaphore, threading.Event,
+                            threading.Barrier, threading.Thread)):
+            text = _expr_on_line(inner)
+            return obj, text
+    for first, last, items, body in _with_blocks(inner.f_code.co_filename):
+        if first == inner.f_lineno:
+            for expr in items:
+                obj = _evaluate(expr, inner)
+                if obj is not _MISSING:
+                    return obj, ast.unparse(expr)
+    text = _expr_on_line(inner)
+    if text:
+        try:
+            obj = _evaluate(ast.parse(text, mode="eval").body, inner)
+        except SyntaxError:
+            obj = _MISSING
+        return obj, text
+    return _MISSING, None
+
+
+def _expr_on_line(frame) -> str | None:
+    """``self._lock`` in ``self._lock.acquire()`` / ``self._cond.wait()`` on a frame's line."""
+    import re
+    text = _source_line(frame.f_code.co_filename, frame.f_lineno)
+    match = re.search(r"([A-Za-z_][\w.]*)\.(acquire|wait|wait_for|join|get|put|select)\(", text)
+    if match:
+        return match.group(1)
+    match = re.match(r"(?:async\s+)?with\s+([A-Za-z_][\w.]*)", text)
+    return match.group(1) if match else None
+
+
+def _kind(obj) -> str:
+    if isinstance(obj, threading.Condition):
+        return "a Condition"
+    if isinstance(obj, threading.Semaphore):
+        return "a Semaphore"
+    if isinstance(obj, threading.Event):
+        return "an Event"
+    if isinstance(obj, threading.Thread):
+        return f"thread '{obj.name}' to end"
+    name = type(obj).__name__
+    return {"lock": "a Lock", "RLock": "an RLock", "_RLock": "an RLock"}.get(name, f"a {name}")
+
+
+# -- one look at one thread ----------------------------------------------------------------
+
+@dataclass
+class ThreadLook:
+    """What one thread was doing at one look."""
+    thread: threading.Thread
+    cpu: float | None
+    kstate: str | None
+    syscall: tuple[str, bool | None] | None
+    frames: list
+    state: str  # "parked" | "moving" | "timed" | "bound" | "asleep" (a loop with nothing due)
+    detail: str = ""  # why not parked, or what a sleeping loop has pending
+    loop: Any = None
+    guard_only: bool = False  # a sleeping asyncio loop whose only timers are harness bounds
+
+    @property
+    def key(self) -> tuple:
+        inner = self.frames[0] if self.frames else None
+        return (self.thread.ident, self.state, self.syscall and self.syscall[0],
+                id(inner.f_code) if inner else None, inner.f_lineno if inner else None)
+
+    @property
+    def learner(self):
+        return next((f for f in self.frames if _is_learner(f.f_code.co_filename)), None)
+
+
+def _selector_frame(frames: list):
+    if frames and frames[0].f_code.co_name == "select" and \
+            frames[0].f_code.co_filename.endswith("selectors.py"):
+        return frames[0]
+    return None
+
+
+def _asyncio_loop(frames: list):
+    for frame in frames:
+        if frame.f_code.co_name == "_run_once" and \
+                frame.f_code.co_filename.endswith(os.path.join("asyncio", "base_events.py")):
+            return frame.f_locals.get("self")
+    return None
+
+
+def _fds_ready(selector) -> bool:
+    """True if an fd registered with ``selector`` is ready now (a wakeup is on its way)."""
+    import select as _select
+    try:
+        keys = list(selector.get_map().values())
+    except Exception:  # noqa: BLE001 - a closed or foreign selector: cannot tell
+        return True
+    if not hasattr(_select, "poll"):
+        return True
+    poller = _select.poll()
+    for key in keys:
+        mask = (_select.POLLIN if key.events & 1 else 0) | (_select.POLLOUT if key.events & 2
+                                                            else 0)
+        try:
+            poller.register(key.fd, mask)
+        except (OSError, ValueError):
+            continue
+    try:
+        return any(not ev & _select.POLLNVAL for _, ev in poller.poll(0))
+    except OSError:
+        return True
+
+
+def _look(thread: threading.Thread, frames: list, deadline: float) -> ThreadLook:
+    tid = getattr(thread, "native_id", None)
+    cpu = thread_cpu_seconds(thread)
+    kstate = kernel_state(thread)
+    call = _syscall(tid) if tid is not None else None
+    look = ThreadLook(thread, cpu, kstate, call, frames, "moving")
+    if kstate != "S" or call is None:
+        look.detail = f"kernel state {kstate}"
+        return look
+    selector = _selector_frame(frames)
+    loop = _asyncio_loop(frames)
+    if selector is not None:
+        sel = selector.f_locals.get("self")
+        if _fds_ready(sel):
+            look.state, look.detail = "timed", "a registered fd is ready"
+            return look
+        if loop is not None and not getattr(loop, "_stopping", False):
+            return _look_asyncio(look, loop, deadline)
+        timeout = selector.f_locals.get("timeout")
+        if timeout is not None and timeout >= 0:
+            look.state, look.detail = "timed", f"select(timeout={timeout:g})"
+            return look
+        look.state = "asleep"
+        return look
+    name, timed = call
+    if timed is None:
+        look.detail = f"in {name}"
+        return look
+    if timed:
+        look.state, look.detail = "timed", f"a timed {name}"
+        if _harness_bound(frames):
+            look.state = "bound"
+        return look
+    look.state = "parked"
+    return look
+
+
+def _look_asyncio(look: ThreadLook, loop, deadline: float) -> ThreadLook:
+    look.loop = loop
+    try:
+        ready = len(loop._ready)
+        timers = [h for h in list(loop._scheduled) if not h.cancelled()]
+        now_loop, now = loop.time(), time.monotonic()
+    except Exception:  # noqa: BLE001 - not the asyncio we know
+        look.detail = "an event loop we cannot read"
+        return look
+    with _guards_lock:
+        guard_handles = {id(g.handle) for g in _guards if g.loop is loop}
+    due = [h for h in timers if id(h) not in guard_handles
+           and h.when() - now_loop + now < deadline]
+    if due:
+        look.state = "timed"
+        look.detail = f"a timer due in {max(0.0, due[0].when() - now_loop):.2f} s"
+        return look
+    look.state = "asleep"
+    look.guard_only = any(id(h) in guard_handles for h in timers)
+    look.detail = (f"{ready} callback(s) ready but the loop was not woken" if ready else "")
+    return look
+
+
+_STDLIB = os.path.dirname(os.path.abspath(threading.__file__)) + os.sep
+
+
+def _is_stdlib(filename: str) -> bool:
+    return filename.startswith(_STDLIB) and "site-packages" not in filename
+
+
+def _harness_bound(frames: list) -> bool:
+    """A timed wait in a threading primitive, called from harness code (a test's own bound
+    such as ``event.wait(BOUND)``): its end is a deadline, not progress."""
+    if not frames or not frames[0].f_code.co_filename.endswith("threading.py"):
+        return False
+    for frame in frames:
+        filename = frame.f_code.co_filename
+        if _is_stdlib(filename):
+            continue
+        return _is_harness(filename) and not _is_learner(filename)
+    return False
+
+
+# -- a snapshot of the process, and the verdict ---------------------------------------------
+
+@dataclass
+class Snapshot:
+    looks: list[ThreadLook]
+    at: float
+
+    def learner_threads(self) -> list[ThreadLook]:
+        return [look for look in self.looks if look.learner is not None or look.loop is not None]
+
+
+@dataclass
+class Verdict:
+    """A stuck check: ``lines`` explain it; ``sites`` (learner file:line) identify the cause."""
+    what: str
+    lines: list[str]
+    sites: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+def _take_snapshot(me: int, deadline: float) -> tuple[Snapshot, str]:
+    """A look at every thread that could move, and why the check could still move ("" when
+    nothing can)."""
+    frames = sys._current_frames()
+    with _watchers_lock:
+        watchers = dict(_watchers)
+    why = ""
+    for ident, their_deadline in watchers.items():
+        if ident != me and their_deadline < deadline and ident in frames:
+            why = "another bounded wait ends sooner"
+    looks = []
+    for thread in threading.enumerate():
+        ident = thread.ident
+        if ident is None or ident == me or ident in _excluded or ident in watchers:
+            continue
+        if ident in _background and thread is not threading.main_thread():
+            continue
+        look = _look(thread, _stack(frames.get(ident)), deadline)
+        if look.state in ("moving", "timed") and not why:
+            why = f"thread '{thread.name}': {look.detail or look.state}"
+        looks.append(look)
+    if not why and _children_alive():
+        why = "a child process is alive"
+    return Snapshot(looks, time.monotonic()), why
+
+
+def _deadlocked(snap: Snapshot) -> Snapshot | None:
+    """The threads caught in a lock cycle (each waits for a Lock that a thread of the cycle
+    holds in a ``with`` block, a thread waiting for itself included), if any: no timer, fd
+    or callback can free them.  None when there is no such cycle."""
+    parked = [look for look in snap.looks if look.state == "parked"]
+    held = {look.thread.ident: _held(look.frames) for look in parked}
+    waits: dict[int, list[int]] = {}
+    for look in parked:
+        obj, _text = _waited_object(look.frames)
+        if obj is _MISSING or isinstance(obj, (threading.Event, threading.Semaphore,
+                                               threading.Barrier, threading.Thread)):
+            continue
+        inner = look.learner
+        if inner is None or not any(first == inner.f_lineno for first, *_ in
+                                    _with_blocks(inner.f_code.co_filename)) and \
+                ".acquire(" not in _source_line(inner.f_code.co_filename, inner.f_lineno):
+            continue  # a Condition.wait is not a lock wait
+        lock = _lock_of(obj)
+        reentrant = "RLock" in type(lock).__name__
+        holders = [ident for ident, locks in held.items()
+                   if any(h is lock for h, *_ in locks)
+                   and not (reentrant and ident == look.thread.ident)]
+        if holders:
+            waits[look.thread.ident] = holders
+    dead: set[int] = set()
+    for start in waits:
+        path, node = [], start
+        while node in waits and node not in path:
+            path.append(node)
+            node = waits[node][0]
+        if node in path:
+            dead.update(path[path.index(node):])
+    if not dead:
+        return None
+    changed = True
+    while changed:  # threads waiting for a dead thread's lock are dead too
+        changed = False
+        for ident, holders in waits.items():
+            if ident not in dead and any(h in dead for h in holders):
+                dead.add(ident)
+                changed = True
+    return Snapshot([look for look in snap.looks if look.thread.ident in dead], snap.at)
+
+
+#: Thread states already judged stuck in this process: key -> CPU clock then.  The same
+#: thread seen again in the same state with the same clock needs no new confirmation.
+_known: dict[tuple, float] = {}
+
+
+class _Watch:
+    """The stuck detector of one bounded wait."""
+
+    def __init__(self, what: str, deadline: float) -> None:
+        self.what = what
+        self.deadline = deadline
+        self.me = threading.get_ident()
+        self.started = time.monotonic()
+        self.streak: list[Snapshot] = []
+        self.cpu_start: dict[int, float] = {}
+        self.hot: dict[int, dict[str, int]] = {}
+        self.last_cpu: dict[int, float] = {}
+        self.names: dict[int, str] = {}
+
+    def step(self) -> tuple[str, Any] | None:
+        """One look.  ("stuck", Verdict) or ("guard", (_Guard, Verdict)) once confirmed."""
+        self._sample_cpu()
+        snap, why = _take_snapshot(self.me, self.deadline)
+        if why:
+            snap = _deadlocked(snap)
+            if snap is None:
+                self.streak.clear()
+                return None
+        if self.streak and not self._same(self.streak[-1], snap):
+            self.streak.clear()
+        self.streak.append(snap)
+        known = bool(snap.looks) and all(
+            look.cpu is not None and _known.get(look.key) == look.cpu for look in snap.looks)
+        if not known and (len(self.streak) < CONFIRM_LOOKS
+                          or snap.at - self.streak[0].at < CONFIRM):
+            return None
+        for look in snap.looks:
+            if look.cpu is not None:
+                _known[look.key] = look.cpu
+        pending = []
+        # A sleeping loop with callbacks ready (queued from another thread without waking
+        # it) would run them on any wakeup, the bound's own included: firing a bound early
+        # would hide the lost wakeup, so the check itself is stuck.
+        rescued = any(look.loop is not None and getattr(look.loop, "_ready", None)
+                      for look in snap.looks)
+        if not why and not rescued:
+            with _guards_lock:
+                pending = sorted((g for g in _guards
+                                  if not g.fired and g.deadline < self.deadline),
+                                 key=lambda g: g.deadline)
+        verdict = diagnose(snap, self.what)
+        self.streak.clear()
+        if pending:
+            return "guard", (pending[0], verdict)
+        return "stuck", verdict
+
+    @staticmethod
+    def _same(a: Snapshot, b: Snapshot) -> bool:
+        if [x.key for x in a.looks] != [y.key for y in b.looks]:
+            return False
+        for x, y in zip(a.looks, b.looks):
+            if x.cpu is None or y.cpu is None or y.cpu - x.cpu > STILL_CPU:
+                return False
+        return True
+
+    def _sample_cpu(self) -> None:
+        """Where CPU goes while we wait: per thread, its learner line at each look."""
+        frames = sys._current_frames()
+        for thread in threading.enumerate():
+            ident = thread.ident
+            if ident is None or ident == self.me:
+                continue
+            cpu = thread_cpu_seconds(thread)
+            if cpu is None:
+                continue
+            self.names[ident] = thread.name
+            self.cpu_start.setdefault(ident, cpu)
+            before = self.last_cpu.get(ident)
+            self.last_cpu[ident] = cpu
+            if before is None or cpu - before < WINDOW * 0.3:
+                continue
+            learner = next((f for f in _stack(frames.get(ident))
+                            if _is_learner(f.f_code.co_filename)), None)
+            if learner is not None:
+                site = _site(learner)
+                counts = self.hot.setdefault(ident, {})
+                counts[site] = counts.get(site, 0) + 1
+
+    def spinning(self) -> list[str]:
+        """Threads that burnt CPU through most of the wait, with their hottest learner line."""
+        elapsed = time.monotonic() - self.started
+        out = []
+        for ident, counts in self.hot.items():
+            used = self.last_cpu.get(ident, 0.0) - self.cpu_start.get(ident, 0.0)
+            if elapsed <= 0 or used < 0.5 * elapsed or not counts:
+                continue
+            site = max(counts, key=counts.get)
+            filename, _, line = site.rpartition(":")
+            out.append(f"thread '{self.names.get(ident, ident)}' was spinning: {used:.1f} s of "
+                       f"CPU in {elapsed:.1f} s, mostly at {site}: "
+                       f"`{_source_line(_real(filename), int(line))}`")
+        return out
+
+
+def _real(shown: str) -> str:
+    return os.path.abspath(shown)
+
+
+def diagnose(snap: Snapshot, what: str) -> Verdict:
+    """The panel text of a stuck check: per learner thread where it is blocked, on what,
+    who holds it, and where it entered learner code."""
+    looks = snap.learner_threads()
+    held = {id(look.thread): _held(look.frames) for look in looks}
+    lines = [f"stuck: {what} can never finish -- every thread is blocked and nothing can "
+             "wake one:"]
+    sites = []
+    for look in looks:
+        lines += _describe(look, looks, held)
+        if look.learner is not None:
+            sites.append(_site(look.learner))
+    for hook in _hooks:
+        try:
+            lines += [str(x) for x in hook(snap)]
+        except Exception:  # noqa: BLE001 - an explanation must not break the verdict
+            continue
+    if len(lines) == 1:
+        lines.append("  (no thread is inside the learner file: the threads wait for each other "
+                     "in the harness)")
+    return Verdict(what, lines, tuple(sorted(set(sites))))
+
+
+def _describe(look: ThreadLook, looks: list[ThreadLook], held: dict) -> list[str]:
+    name = look.thread.name
+    inner = look.learner
+    if look.loop is not None and inner is None:
+        text = f"  thread '{name}': the event loop is asleep in select()"
+        extra = [look.detail] if look.detail else []
+        extra.append("no timer is due and no fd is ready: nothing will wake it")
+        return [text + "; " + "; ".join(extra)]
+    if inner is None:
+        return []
+    src = _source_line(inner.f_code.co_filename, inner.f_lineno)
+    out = [f"  thread '{name}' is blocked in {_qualname(inner)}() at {_site(inner)}: `{src}`"]
+    if look.state == "asleep":
+        out.append("    asleep in select(): no timer is due and no fd is ready"
+                   + (f"; {look.detail}" if look.detail else ""))
+    obj, text = _waited_object(look.frames)
+    if obj is not _MISSING and text:
+        lock = _lock_of(obj)
+        holders = []
+        for other in looks:
+            for held_lock, held_text, frame, first in held.get(id(other.thread), []):
+                if held_lock is lock:
+                    who = "this same thread" if other is look else f"thread '{other.thread.name}'"
+                    holders.append(f"which {who} took at line {first} in {_qualname(frame)}()"
+                                   f" (`{_source_line(frame.f_code.co_filename, first)}`)")
+        line = f"    waits for `{text}` ({_kind(obj)})"
+        if holders:
+            line += ", " + "; and ".join(holders)
+        elif isinstance(obj, threading.Condition):
+            line += ": a notify that no running thread will send"
+        out.append(line)
+    entry = [f for f in look.frames if _is_learner(f.f_code.co_filename)][-1]
+    caller = entry.f_back
+    came = f", called from {_site(caller)}" if caller is not None else ""
+    out.append(f"    entered learner code in {_qualname(entry)}() (line "
+               f"{entry.f_code.co_firstlineno}){came}")
+    return out
+
+
+# -- the one bounded wait every helper uses ------------------------------------------------
+
+class Watchdog:
+    """Watches the main thread while it runs learner code outside any bounded wait (a test
+    that calls ``put()`` itself): if every thread is stuck, the main thread is interrupted
+    with a signal whose handler raises ``Stuck`` there.  One per test process."""
+
+    SIGNAL = getattr(signal, "SIGUSR2", None)
+
+    def __init__(self) -> None:
+        self.active = False
+        self._verdict: tuple[Verdict, Any] | None = None
+        self._main = threading.main_thread()
+        if self.SIGNAL is None or not hasattr(signal, "pthread_kill"):
+            return
+        signal.signal(self.SIGNAL, self._handler)
+        self.thread = threading.Thread(target=self._run, name="workbook-watchdog", daemon=True)
+        self.thread.start()
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        found, self._verdict = self._verdict, None
+        if found is None:
+            return
+        verdict, key = found
+        if frame is not None and (frame.f_code, frame.f_lineno) == key:
+            raise Stuck(_stuck_message("the test", verdict), verdict)
+
+    def _run(self) -> None:
+        _excluded.add(threading.get_ident())
+        watch = None
+        while True:
+            time.sleep(WINDOW)
+            main = self._main
+            with _watchers_lock:
+                waiting = main.ident in _watchers
+            frame = sys._current_frames().get(main.ident)
+            inside = frame is not None and any(_is_learner(f.f_code.co_filename)
+                                               for f in _stack(frame))
+            if not self.active or waiting or not inside:
+                watch = None
+                continue
+            if watch is None:
+                watch = _Watch("the test", time.monotonic() + 3600.0)
+            found = watch.step()
+            if found is None:
+                continue
+            kind, value = found
+            if kind == "guard":
+                guard, verdict = value
+                verdicts.append(verdict)
+                guard.fire(verdict)
+                continue
+            frame = sys._current_frames().get(main.ident)
+            if frame is None:
+                continue
+            verdicts.append(value)
+            self._verdict = (value, (frame.f_code, frame.f_lineno))
+            signal.pthread_kill(main.ident, self.SIGNAL)
+            watch = None
+
+
+class _Timeout:
+    pass
+
+
+TIMED_OUT = _Timeout()
+
+
+def _wait(ready: Callable[[], bool], block: Callable[[float], object], timeout: float, *,
+          what: str) -> "Verdict | _Timeout | None":
+    """Wait until ``ready()``; None then.  A Verdict once the check is seen stuck, or
+    TIMED_OUT after ``timeout`` seconds (then ``last_spinning`` says who burnt CPU)."""
+    global last_spinning
+    start = time.monotonic()
+    deadline = start + timeout
+    me = threading.get_ident()
+    watch = _Watch(what, deadline)
+    with _watchers_lock:
+        outer = _watchers.get(me)
+        _watchers[me] = deadline
+    last_step = None
+    try:
+        while True:
+            if ready():
+                return None
+            now = time.monotonic()
+            if now >= deadline:
+                last_spinning = watch.spinning()
+                return TIMED_OUT
+            if last_step is None or now - last_step >= WINDOW:
+                last_step = now
+                found = watch.step()
+                if found is not None and not ready():
+                    kind, value = found
+                    if kind == "stuck":
+                        return value
+                    guard, verdict = value
+                    verdicts.append(verdict)
+                    guard.fire(verdict)
+            block(max(0.0, min(WINDOW, deadline - time.monotonic())))
+    finally:
+        with _watchers_lock:
+            if outer is None:
+                _watchers.pop(me, None)
+            else:
+                _watchers[me] = outer
+
+
+last_spinning: list[str] = []
+
+
+def _stuck_message(what: str, verdict: Verdict) -> str:
+    return f"{what} is stuck\n{verdict.text}"
+
+
+def _timeout_message(text: str) -> str:
+    extra = "\n".join(last_spinning)
+    return text + ("\n" + extra if extra else "")
+
+
+class Stuck(Failure):
+    """A check stopped at once because nothing could move; ``verdict`` explains where."""
+
+    def __init__(self, message: str, verdict: Verdict, pitfall: str | None = None) -> None:
+        super().__init__(message, pitfall)
+        self.verdict = verdict
+
+
+def wait_event(event: threading.Event, timeout: float = BOUND, *, what: str) -> bool:
+    """``event.wait(timeout)``, but False at once (with a verdict recorded) when stuck."""
+    found = _wait(event.is_set, event.wait, timeout, what=what)
+    return found is None
+
+
+def done_within(future, timeout: float = BOUND, *, what: str = "the future") -> bool:
+    """True once a concurrent future is done; False after ``timeout`` or once stuck."""
+    def block(t: float) -> None:
+        concurrent.futures.wait([future], t)
+    return _wait(future.done, block, timeout, what=what) is None
+
+
+class _Guard:
+    """A bound on an await, set by ``bounded``: its timer is a deadline, not progress."""
+
+    def __init__(self, loop, task, deadline: float) -> None:
+        self.loop = loop
+        self.task = task
+        self.deadline = deadline
+        self.fired = False
+        self.expired = False
+        self.verdict: Verdict | None = None
+        self.handle = None
+
+    def expire(self) -> None:
+        self.expired = True
+        if not self.task.done():
+            self.task.cancel()
+
+    def fire(self, verdict: Verdict) -> None:
+        """End the bound now: the state is stuck, so waiting the rest of it changes nothing."""
+        self.fired = True
+        self.verdict = verdict
+
+        def now() -> None:
+            if self.handle is not None:
+                self.handle.cancel()
+            self.expire()
+        try:
+            self.loop.call_soon_threadsafe(now)
+        except RuntimeError:
+            pass
+
+
+async def bounded(aw, timeout: float):
+    """``await aw``, raising ``asyncio.TimeoutError`` after ``timeout`` seconds -- like
+    ``asyncio.wait_for``, but the stuck detector may end the bound early when nothing else
+    can happen before it (so a test's own timeout handling runs at once)."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(aw)
+    guard = _Guard(loop, task, time.monotonic() + timeout)
+    guard.handle = loop.call_later(timeout, guard.expire)
+    with _guards_lock:
+        _guards.add(guard)
+    try:
+        try:
+            return await task
+        except asyncio.CancelledError:
+            if guard.expired:
+                raise asyncio.TimeoutError() from None
+            raise
+    finally:
+        guard.handle.cancel()
+        with _guards_lock:
+            _guards.discard(guard)
+        if not task.done():
+            task.cancel()
+
+
 # -- an asyncio loop in a daemon thread ---------------------------------------------------
 
 class LoopThread:
@@ -209,14 +1119,17 @@ class LoopThread:
 
     def wait(self, future, timeout: float = BOUND, *, what: str,
              pitfall: str | None = None) -> Any:
-        """The result of a submitted coroutine, or a failure after ``timeout`` seconds."""
-        try:
-            return future.result(timeout)
-        except concurrent.futures.TimeoutError:  # (not the builtin one on Python 3.10)
-            if future.done():
-                raise  # the coroutine itself raised a TimeoutError
+        """The result of a submitted coroutine; a failure after ``timeout`` seconds, or at
+        once when the stuck detector sees that it never can finish."""
+        found = _wait(future.done, lambda t: concurrent.futures.wait([future], t), timeout,
+                      what=what)
+        if found is None:
+            return future.result()
         self._abandon(future)
-        fail(f"{what} did not finish within {timeout:g} s", pitfall=pitfall)
+        if isinstance(found, Verdict):
+            verdicts.append(found)
+            raise Stuck(_stuck_message(what, found), found, pitfall)
+        fail(_timeout_message(f"{what} did not finish within {timeout:g} s"), pitfall=pitfall)
 
     def run(self, coro, timeout: float = BOUND, *, what: str,
             pitfall: str | None = None) -> Any:
@@ -231,10 +1144,14 @@ class LoopThread:
     def sync(self, timeout: float = BOUND) -> bool:
         """Let the loop finish what it is running now: True once a callback queued now has run.
 
-        A coroutine that has reached an ``await`` with nothing left to do is then suspended."""
+        A coroutine that has reached an ``await`` with nothing left to do is then suspended.
+        False after ``timeout``, or at once if the loop thread is seen stuck."""
         done = threading.Event()
-        self.loop.call_soon_threadsafe(done.set)
-        return done.wait(timeout)
+        try:
+            self.loop.call_soon_threadsafe(done.set)
+        except RuntimeError:  # the loop is closed
+            return False
+        return _wait(done.is_set, done.wait, timeout, what="the loop thread") is None
 
     def idle(self) -> bool:
         """True while the loop thread sleeps in its selector with no callback ready to run."""
@@ -258,8 +1175,9 @@ class LoopThread:
             self.loop.call_soon_threadsafe(self.loop.stop)
         except RuntimeError:
             return
-        self.thread.join(BOUND)
-        if not self.thread.is_alive():
+        thread = self.thread
+        if _wait(lambda: not thread.is_alive(), thread.join, BOUND,
+                 what="the loop thread to stop") is None:
             self.loop.close()
 
     def __enter__(self) -> "LoopThread":

@@ -15,8 +15,8 @@ import pytest
 
 from tests.p01.support import LoopWrapper, PutPartner, lost_wakeup_pitfall, run_interleaved
 from workbook import ROOT
-from workbook.testkit import (BOUND, Failure, LoopThread, check, fail, join, note, parked,
-                              start_daemon, thread_cpu_seconds, wait_until)
+from workbook.testkit import (BOUND, Failure, LoopThread, bounded, check, done_within, fail,
+                              join, note, parked, start_daemon, thread_cpu_seconds, wait_until)
 
 #: Code of the harness and of these tests, never interleaved with (see run_interleaved).
 HARNESS_CODE = (str(ROOT / "tests"), str(ROOT / "workbook"))
@@ -36,7 +36,7 @@ def bound_sink(impl, lt, *, wrapped: bool = False):
 async def get(sink, *, what: str, pitfall: str | None = None, **kwargs):
     """``sink.get_batch(**kwargs)``, failing after BOUND seconds instead of hanging."""
     try:
-        return await asyncio.wait_for(sink.get_batch(**kwargs), BOUND)
+        return await bounded(sink.get_batch(**kwargs), BOUND)
     except asyncio.TimeoutError:
         fail(f"{what}: get_batch({_args(kwargs)}) was still waiting after {BOUND:g} s",
              pitfall=pitfall)
@@ -154,13 +154,13 @@ def test_max_items_below_one_raises_value_error(impl, lt):
     async def scenario():
         for bad in (0, -1):
             try:
-                await asyncio.wait_for(sink.get_batch(max_items=bad, timeout=0), BOUND)
+                await bounded(sink.get_batch(max_items=bad, timeout=0), BOUND)
             except ValueError:
                 continue
             fail(f"get_batch(max_items={bad}) did not raise ValueError")
         sink.put("kept")
         try:
-            await asyncio.wait_for(sink.get_batch(max_items=0, timeout=0), BOUND)
+            await bounded(sink.get_batch(max_items=0, timeout=0), BOUND)
         except ValueError:
             pass
         else:
@@ -242,7 +242,7 @@ def test_a_thousand_puts_while_the_consumer_is_busy_schedule_one_wakeup(impl, lt
 async def _timed_get(sink, **kwargs):
     loop = asyncio.get_running_loop()
     start = loop.time()
-    got = await asyncio.wait_for(sink.get_batch(**kwargs), 4 * BOUND)
+    got = await bounded(sink.get_batch(**kwargs), 4 * BOUND)
     return got, loop.time() - start
 
 
@@ -540,11 +540,7 @@ def test_a_put_from_another_thread_wakes_a_consumer_that_is_already_waiting(impl
 
 
 def _done_within(future, timeout: float) -> bool:
-    try:
-        future.exception(timeout)
-    except Exception:  # timed out or cancelled
-        return future.done()
-    return True
+    return done_within(future, timeout, what="the waiting consumer")
 
 
 @pytest.mark.checkpoint("p01.pingpong")
@@ -595,7 +591,7 @@ def test_three_hundred_ping_pong_rounds_lose_no_wakeup(impl, lt):
             start = loop.time()
             requests[i].set()
             try:
-                batch = await asyncio.wait_for(sink.get_batch(), BOUND)
+                batch = await bounded(sink.get_batch(), BOUND)
             except asyncio.TimeoutError:
                 pitfall, detail = lost_wakeup_pitfall(sink, wrapper, None)
                 fail(f"round {i}: the item was put but the consumer slept for {BOUND:g} s "
@@ -692,7 +688,7 @@ def test_a_put_injected_after_an_empty_drain_is_returned_at_once(impl, lt):
         check(first == ["a"], f"expected ['a'], got {first!r}")
         sink.after_empty_drain = inject
         try:
-            got = await asyncio.wait_for(sink.get_batch(), BOUND)
+            got = await bounded(sink.get_batch(), BOUND)
         except asyncio.TimeoutError:
             check(calls, "get_batch never called after_empty_drain after finding nothing")
             fail(f"'b' was put after the empty drain, before re-arming; get_batch was still "

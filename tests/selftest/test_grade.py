@@ -7,7 +7,10 @@ wall-clock limit; the full 40-submission battery across all problems is
 """
 from __future__ import annotations
 
+import csv
+import io
 import json
+import re
 import os
 import signal
 import stat
@@ -22,7 +25,9 @@ import pytest
 
 from tests.selftest.conftest import cli
 from tests.selftest.grading import battery
-from workbook import ROOT, grade, manifest, sandbox
+from workbook import ROOT, manifest
+from workbook.grading import discovery, exports, gradebook, judging, protocol
+from workbook.grading.sandbox import runner as sandbox
 
 P01 = manifest.get("p01")
 LIMIT = "20"  # seconds: the wall clock of one run in these tests (the reference needs ~3)
@@ -61,8 +66,7 @@ KEY = b"k" * 32
 
 
 def _line(seq: int, record: dict, key: bytes = KEY) -> bytes:
-    body = json.dumps(record, separators=(",", ":"))
-    return f"{sandbox.sign(key, seq, body)} {seq} {body}".encode()
+    return protocol.encode(key, seq, protocol.from_dict(record)).strip()
 
 
 def _reader() -> sandbox.ReportReader:
@@ -75,7 +79,7 @@ def test_a_report_line_without_the_key_is_counted_as_forged_and_ignored():
     reader.feed(_line(1, {"event": "test", "outcome": "passed"}, key=b"x" * 32))
     reader.feed(b'{"event": "test", "outcome": "passed"}')
     reader.feed(b"0" * 64 + b' 1 {"event": "end"}')
-    assert reader.records == [{"event": "start"}]
+    assert reader.records == [protocol.Start()]
     assert reader.forged == 3 and reader.violation is None
 
 
@@ -84,14 +88,14 @@ def test_a_gap_or_a_replay_in_the_sequence_stops_the_report_there():
     reader.feed(_line(0, {"event": "start"}))
     reader.feed(_line(0, {"event": "start"}))  # a replayed record
     reader.feed(_line(1, {"event": "end"}))
-    assert reader.records == [{"event": "start"}]
+    assert reader.records == [protocol.Start()]
     assert "record 0 arrived where 1 was due" in reader.violation
 
 
 TRUSTED = [("t.py::test_a", "p01.fifo"), ("t.py::test_b", "p01.fifo"), ("t.py::test_c", "p01.stop")]
 
 
-def _honest_run(**changes) -> list[dict]:
+def _honest_run(**changes) -> list[protocol.Record]:
     records = [{"event": "start"}, {"event": "collected", "count": 3}]
     records += [{"event": "item", "nodeid": n, "checkpoint": c} for n, c in TRUSTED]
     records += [{"event": "test", "nodeid": n, "checkpoint": c, "outcome": "passed",
@@ -99,13 +103,13 @@ def _honest_run(**changes) -> list[dict]:
     records.append({"event": "end"})
     for index, record in changes.items():
         records[int(index[1:])] = record
-    return records
+    return [protocol.from_dict(r) for r in records]
 
 
 def test_an_honest_run_passes_the_crosscheck_whole():
-    accepted, facts = grade.crosscheck(_honest_run(), TRUSTED)
-    assert facts == {"ended": True, "violation": None}
-    assert [r["event"] for r in accepted] == ["collected", "test", "test", "test", "end"]
+    verdict = protocol.honest_order(_honest_run(), TRUSTED)
+    assert verdict.ended and verdict.violation is None
+    assert [r.event for r in verdict.accepted] == ["test", "test", "test", "end"]
 
 
 @pytest.mark.parametrize("index,record,why", [
@@ -119,15 +123,15 @@ def test_an_honest_run_passes_the_crosscheck_whole():
      "differ from the acceptance set"),
     ("i1", {"event": "collected", "count": 9}, "9 tests collected"),
     ("i7", {"event": "integrity", "changed": ["workbook.testkit.check"]},
-     "harness objects were replaced: workbook.testkit.check"),
+     "machinery was replaced: workbook.testkit.check"),
 ], ids=["out_of_order", "before_collection", "failed_as_passed", "other_tests", "wrong_count",
         "harness_replaced"])
 def test_the_crosscheck_keeps_only_what_came_before_a_departure(index, record, why):
     records = _honest_run(**{index: record})
-    accepted, facts = grade.crosscheck(records, TRUSTED)
-    assert why in facts["violation"]
-    assert not facts["ended"]
-    kept = [r for r in accepted if r["event"] == "test"]
+    verdict = protocol.honest_order(records, TRUSTED)
+    assert why in verdict.violation
+    assert not verdict.ended
+    kept = [r for r in verdict.accepted if r.event == "test"]
     assert len(kept) < 3 and all(r in records[:int(index[1:])] for r in kept)
 
 
@@ -141,21 +145,43 @@ def test_sandbox_uids_claimed_by_one_grader_are_never_handed_to_another():
             assert again.uids[0] <= min(first.uids)
 
 
-def test_a_run_is_staged_with_its_problem_and_the_harness_modules_only():
-    staged = {str(rel) for rel in sandbox.harness_files("p01")}
+def test_a_run_is_staged_with_its_problem_and_the_harness_package_only():
+    staged = {str(rel) for rel in sandbox.staged_files([P01])}
     assert {"workbook/__init__.py", "workbook/manifest.py", "workbook/plugin.py",
-            "workbook/testkit.py", "workbook/sandbox.py", "workbook/problems/p01.toml",
+            "workbook/testkit.py", "workbook/grading/protocol.py",
+            "workbook/grading/sandbox/reporter.py", "workbook/problems/p01.toml",
             "tests/__init__.py", "tests/p01/__init__.py"} <= staged
     assert any(name.startswith("tests/p01/test_") for name in staged)
-    assert not [name for name in staged if name.startswith(("solutions", "mine", "tests/p02",
-                                                             "tests/selftest", "workbook/bench"))
-                or name in ("workbook/cli.py", "workbook/grade.py", "workbook/problems/p02.toml")]
+    assert not [name for name in staged if name.startswith(("solutions", "mine", "hints",
+                                                             "book", "tests/p02",
+                                                             "tests/selftest"))
+                or name == "workbook/problems/p02.toml"]
+
+
+def test_every_module_the_acceptance_sets_import_is_staged():
+    """Behaviour, not a list: the tests are collected in a directory holding only the staged
+    files (the grader's trusted collection does the same inside the sandbox)."""
+    import shutil
+    for p in manifest.problems().values():
+        with tempfile.TemporaryDirectory() as tmp:
+            for rel in sandbox.staged_files([p]):
+                (Path(tmp) / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(ROOT / rel, Path(tmp) / rel)
+            target = Path(tmp) / "learner.py"
+            target.write_text("")
+            out = subprocess.run([sys.executable, "-m", "pytest", "-p", "workbook.plugin",
+                                  "--collect-only", "-q", str(Path(tmp) / "tests" / p.id),
+                                  "--problem", p.id, "--target", str(target),
+                                  "--rootdir", tmp, "-p", "no:cacheprovider"],
+                                 cwd=tmp, capture_output=True, text=True, timeout=120,
+                                 env={**os.environ, "PYTHONPATH": tmp})
+            assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
 
 
 def test_the_gradebook_file_is_replaced_whole_and_leaves_no_temporary_file(tmp_path):
     target = tmp_path / "gradebook.json"
     target.write_text("old")
-    grade.atomic_write(target, b"new contents")
+    gradebook.atomic_write(target, b"new contents")
     assert target.read_bytes() == b"new contents"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gradebook.json"]
 
@@ -172,10 +198,10 @@ def test_discovery_finds_folders_nested_files_and_lone_files_and_refuses_links(t
     (tmp_path / "eve").mkdir()
     (tmp_path / "eve" / P01.learner_file.name).symlink_to(P01.solution_file)
     (tmp_path / "zed").mkdir()
-    (tmp_path / "zed" / P01.learner_file.name).write_bytes(b"#" * (grade.MAX_FILE + 1))
+    (tmp_path / "zed" / P01.learner_file.name).write_bytes(b"#" * (discovery.MAX_FILE + 1))
     (tmp_path / ".hidden").mkdir()
     (tmp_path / "notes.txt").write_text("not a submission")
-    found = {s.name: s for s in grade.discover(tmp_path, [P01, p02])}
+    found = {s.name: s for s in discovery.discover(tmp_path, [P01, p02])}
     assert sorted(found) == ["ann", "bob", "eve", "zed"]
     assert found["ann"].files == {"p01": tmp_path / "ann" / "mine" / P01.learner_file.name}
     assert found["bob"].files == {"p02": tmp_path / f"bob_{p02.module}.py"}
@@ -249,25 +275,26 @@ def test_csv_export_from_the_same_gradebook_skips_every_finished_pair(graded):
     again = _grade(str(bat.submissions), "--problem", "p01", "--out", str(csv_path))
     assert again.returncode == 0, again.stderr
     assert time.monotonic() - started < seconds / 2
-    assert f"{len(bat.expected)} already graded" in _flat(again.stdout)
+    submitted = [n for n, e in bat.expected.items() if e["p01"]["status"] != "not_submitted"]
+    assert f"{len(submitted)} already graded" in _flat(again.stdout)  # not the empty folder
     lines = csv_path.read_text().splitlines()
     head = lines[0].split(",")
-    assert head[:5] == ["submission", "status", "reasons", "total", "max_total"]
+    assert head[:6] == ["submission", "status", "reasons", "total", "max_total", "percent"]
     assert [cp.id for cp in P01.checkpoints] == head[-len(P01.checkpoints):]
     assert len(lines) == 1 + len(bat.expected)
     reference = next(line for line in lines if line.startswith("reference,"))
-    assert reference.startswith("reference,ok,,100,100,100,ok")
+    assert reference.startswith("reference,ok,,100,100,100.0,100,ok")
 
 
 def test_the_battery_exports_one_gradescope_results_json_per_submission(graded, tmp_path):
     bat, doc, out, seconds = graded
     copy = tmp_path / "gradebook.json"
     copy.write_text(json.dumps(doc))
-    book = grade.Gradebook(copy, [P01], {}, fresh=False)
-    grade.export(book, "gradescope", tmp_path / "gs", single=False)
+    book = gradebook.Gradebook(copy, [P01])
+    exports.export(book, "gradescope", tmp_path / "gs", single=False)
     written = {path.parent.name: json.loads(path.read_text())
                for path in (tmp_path / "gs").glob("*/results.json")}
-    assert sorted(written) == sorted(grade._safe_name(name) for name in bat.expected)
+    assert sorted(written) == sorted(exports.safe_name(name) for name in bat.expected)
     for name, results in written.items():
         _check_results_json(results, [P01])
         assert results["score"] == doc["rows"][name]["total"]
@@ -281,7 +308,8 @@ def _finished(state: Path) -> dict[str, str]:
     except (OSError, ValueError):
         return {}
     return {name: entry["graded_at"] for name, row in doc["rows"].items()
-            for pid, entry in row["problems"].items() if entry["status"] != "not_submitted"}
+            for pid, entry in row["problems"].items()
+            if entry["status"] not in ("not_submitted", "pending")}
 
 
 def test_a_batch_killed_midway_resumes_without_redoing_finished_work(tmp_path):
@@ -385,8 +413,9 @@ def test_gradescope_bundle_holds_the_autograder_scripts_and_no_solutions(tmp_pat
     with zipfile.ZipFile(zip_path) as zf:
         names = set(zf.namelist())
         modes = {i.filename: i.external_attr >> 16 for i in zf.infolist()}
-    assert {"setup.sh", "run_autograder", "pyproject.toml", "workbook/sandbox.py",
-            "workbook/grade.py", "tests/__init__.py"} <= names
+    assert {"setup.sh", "run_autograder", "pyproject.toml", "constraints.txt",
+            "workbook/grading/sandbox/runner.py", "workbook/grading/batch.py",
+            "tests/__init__.py"} <= names
     assert modes["setup.sh"] & stat.S_IXUSR and modes["run_autograder"] & stat.S_IXUSR
     for p in manifest.problems().values():
         assert f"workbook/problems/{p.id}.toml" in names
@@ -456,3 +485,185 @@ def test_a_second_grader_on_the_same_gradebook_is_refused(tmp_path):
 def test_a_missing_submissions_folder_is_a_usage_error(tmp_path):
     out = cli("grade", str(tmp_path / "nowhere"))
     assert out.returncode == 2 and "no such folder" in out.stderr
+
+
+# -- the gradebook never lies ---------------------------------------------------------------
+
+def _outcome(**changes) -> "sandbox.Outcome":
+    return sandbox.Outcome(records=[protocol.Start()], **changes)
+
+
+@pytest.mark.parametrize("changes,reason", [
+    ({"timed_out": "import"}, "timed out while importing (limit 30 s)"),
+    ({"timed_out": "run"}, "timed out (limit 90 s)"),
+    ({"signal": 9}, "crashed (SIGKILL)"),
+], ids=["import", "run", "crash"])
+def test_a_stopped_run_gives_its_checkpoints_the_reason_of_the_entry(changes, reason, tmp_path):
+    trusted = battery.collection_order(P01)
+    entry = judging.judge(P01, _outcome(**changes), trusted, sandbox.Limits.for_wall(90),
+                          "ann/p01_output_sink.py", tmp_path, tmp_path / "t.py")
+    assert entry.status == "error" and entry.reason == reason and entry.score == 0
+    assert all(reason in cp.message for cp in entry.checkpoints), \
+        [cp.message for cp in entry.checkpoints]
+
+
+def _book(tmp_path, entries: dict[str, "gradebook.Entry"]) -> "gradebook.Gradebook":
+    book = gradebook.Gradebook(tmp_path / "g.json", [P01])
+    for name, entry in entries.items():
+        book.record(name, "p01", entry)
+    return book
+
+
+def _entry(status="ok", passed=(), message="expected ['a'], got []"):
+    entry = gradebook.Entry.placeholder(P01, "pending")
+    entry.status = status
+    for cp in entry.checkpoints:
+        cp.status, cp.message = ("passed", None) if cp.id in passed else ("failed", message)
+    entry.points = {cp: P01.checkpoint(cp).points for cp in passed}
+    return entry
+
+
+def test_unfinished_pairs_read_pending_in_every_export_and_count_nowhere(tmp_path):
+    book = _book(tmp_path, {"ann": _entry(passed=("p01.fifo",)),
+                            "bob": gradebook.Entry.placeholder(P01, "pending")})
+    rows = list(csv.reader(io.StringIO(exports.csv_text(book))))
+    assert rows[2][:2] == ["bob", "pending"] and rows[2][6:8] == ["0", "pending"]
+    doc = json.loads((tmp_path / "g.json").read_text())
+    assert doc["rows"]["bob"]["status"] == "pending"
+    results = exports.gradescope_results(book.rows["bob"], [P01])
+    assert all(t["status"] == "failed" and "not graded yet" in t["output"]
+               for t in results["tests"])
+    insight = exports.insight(book)["p01"]
+    assert insight["graded"] == 1 and insight["checkpoints"]["p01.fifo"]["rate"] == 1.0
+
+
+def test_csv_for_spreadsheets_escapes_formulas_and_can_carry_a_bom_and_messages(tmp_path):
+    book = _book(tmp_path, {"=HYPERLINK(\"x\")": _entry(passed=("p01.fifo",),
+                                                          message="-1 items: @fault")})
+    out = tmp_path / "g.csv"
+    exports.export(book, "csv", out, single=False, excel=True, messages=True)
+    data = out.read_bytes()
+    assert data.startswith("\ufeff".encode())
+    rows = list(csv.reader(io.StringIO(data.decode("utf-8-sig"))))
+    head, row = rows
+    assert row[0] == "'=HYPERLINK(\"x\")"
+    assert row[head.index("percent")] == "10.0"
+    assert row[head.index("p01.timeout message")] == "'-1 items: @fault"
+    assert row[head.index("p01.fifo message")] == ""
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644
+
+
+def test_a_sigterm_midway_exits_130_and_the_summary_counts_only_what_finished(tmp_path):
+    subs = tmp_path / "subs"
+    for name in ("a", "b", "c", "d"):
+        (subs / name).mkdir(parents=True)
+        (subs / name / P01.learner_file.name).write_text(battery.reference(P01))
+    state = tmp_path / "g.json"
+    batch = subprocess.Popen([sys.executable, "-m", "workbook", "grade", str(subs), "--problem",
+                              "p01", "--format", "json", "--out", str(state), "--time-limit",
+                              LIMIT], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "COLUMNS": "200"})
+    deadline = time.monotonic() + 120
+    while not _finished(state) and batch.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    batch.send_signal(signal.SIGTERM)
+    out, _ = batch.communicate(timeout=60)
+    assert batch.returncode == 130, out[-2000:]
+    finished = len(_finished(state))
+    assert 1 <= finished < 4
+    text = _flat(out)
+    assert "interrupted" in text and "pending" in text
+    summary = text[text.index("Grading summary"):]
+    assert f"│ {finished} │" in summary.replace("  ", " ").replace("  ", " ") or \
+        f" {finished} " in summary.split("p01 · OutputSink", 1)[1].split("│")[1]
+    doc = json.loads(state.read_text())
+    statuses = sorted(r["problems"]["p01"]["status"] for r in doc["rows"].values())
+    assert statuses.count("ok") == finished and statuses.count("pending") == 4 - finished
+
+
+def test_gradescope_export_reuses_the_gradebook_of_an_earlier_csv_batch(graded, tmp_path):
+    bat, doc, out, seconds = graded
+    again = _grade(str(bat.submissions), "--problem", "p01", "--format", "gradescope",
+                   "--out", str(tmp_path / "gs"), "--gradebook",
+                   str(bat.root / "gradebook.json"))
+    assert again.returncode == 0, again.stderr
+    submitted = [n for n, e in bat.expected.items() if e["p01"]["status"] != "not_submitted"]
+    assert f"{len(submitted)} already graded" in _flat(again.stdout)
+    assert len(list((tmp_path / "gs").glob("*/results.json"))) == len(bat.expected)
+
+
+def test_the_gradebook_is_readable_by_the_instructor(graded):
+    bat, doc, out, seconds = graded
+    assert stat.S_IMODE((bat.root / "gradebook.json").stat().st_mode) == 0o644
+
+
+def test_without_a_terminal_each_finished_pair_prints_one_line(graded):
+    bat, doc, out, seconds = graded
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("[")]
+    graded_pairs = [n for n, e in bat.expected.items()
+                    if e["p01"]["status"] != "not_submitted" and "link" not in n]
+    assert len(lines) == len(graded_pairs), out.stdout[:3000]
+    assert any(ln.startswith("[1/") and "reference/p01: ok 100/100" in ln for ln in lines) or \
+        any("reference/p01: ok 100/100" in ln for ln in lines)
+
+
+# -- what instructors ask for ---------------------------------------------------------------
+
+def test_class_insight_and_similarity_are_reported_beside_the_gradebook(graded):
+    bat, doc, out, seconds = graded
+    report = json.loads((bat.root / "gradebook-report.json").read_text())
+    cps = report["insight"]["p01"]["checkpoints"]
+    assert set(cps) == {cp.id for cp in P01.checkpoints}
+    assert all(0 <= c["rate"] <= 1 for c in cps.values())
+    identical = report["similarity"]["p01"]["identical"]
+    assert any({"reference", "nested", "dave"} <= set(group) for group in identical), identical
+    for word in ("Class insight", "pass rate", "Similar submissions"):
+        assert word in out.stdout
+
+
+def test_similarity_sees_through_renamed_names_comments_and_docstrings():
+    source = P01.solution_file.read_text()
+    renamed = re.sub(r"\b_drain\b", "_take_some", source.replace("self._items", "self._queue"))
+    renamed = "# my own work\n" + renamed.replace('"""', "'''")
+    assert exports.normalised(source.encode()) == exports.normalised(renamed.encode())
+    other = manifest.get("p03").solution_file.read_bytes()
+    assert exports.normalised(source.encode()) != exports.normalised(other)
+
+
+def test_a_submission_may_bring_helper_modules_beside_its_file(tmp_path):
+    subs = tmp_path / "subs"
+    (subs / "ann").mkdir(parents=True)
+    (subs / "ann" / "sink_core.py").write_text(battery.reference(P01))
+    (subs / "ann" / P01.learner_file.name).write_text("from sink_core import OutputSink\n")
+    (subs / "bob").mkdir()
+    (subs / "bob" / P01.learner_file.name).write_text("from sink_core import OutputSink\n")
+    state = tmp_path / "g.json"
+    out = _grade(str(subs), "--problem", "p01", "--format", "json", "--out", str(state))
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(state.read_text())["rows"]
+    assert rows["ann"]["total"] == 100, rows["ann"]["reasons"]
+    assert rows["bob"]["total"] == 0 and "import error" in rows["bob"]["reasons"][0]
+
+
+def test_run_autograder_writes_a_valid_zero_results_json_when_the_grader_fails(tmp_path):
+    zip_path = tmp_path / "autograder.zip"
+    assert cli("gradescope-bundle", str(zip_path), "--problem", "p01").returncode == 0
+    base = tmp_path / "autograder"
+    with zipfile.ZipFile(zip_path) as zf:
+        zf.extractall(base / "source")
+        constraints = zf.read("constraints.txt").decode()
+    from importlib import metadata
+    assert f"pytest=={metadata.version('pytest')}" in constraints.splitlines()
+    script = base / "source" / "run_autograder"
+    script.chmod(0o755)
+    (base / "submission").mkdir()
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\n[ \"$2\" = workbook ] && exit 3\nexec "
+                    f"{sys.executable} \"$@\"\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "AUTOGRADER_ROOT": str(base), "WORKBOOK_PYTHON": str(fake)}
+    out = subprocess.run([str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads((base / "results" / "results.json").read_text())
+    assert doc["score"] == 0 and doc["tests"] == [] and "exited with status 3" in doc["output"]
+    assert "workbook autograder:" in out.stdout

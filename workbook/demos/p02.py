@@ -7,6 +7,11 @@ reads the byte and finds the Event already set.
 
     ./check.sh demo p02 [--window SECONDS]
     ./check.sh demo p02 race [-n TRIALS] [--switch-interval SECONDS]
+    ./check.sh demo p02 facts
+
+``facts`` runs the two small experiments the chapter quotes: what each selector does with a
+socket closed before it was unregistered, and what a blocking writer does on a full buffer
+with the reader open and then closed.
 
 ``race`` measures the other half of the chapter: how often a press that sends the byte
 before it sets the Event is lost, with real threads and nothing forced.
@@ -185,10 +190,91 @@ def race_main(argv: list[str]) -> int:
     return 0
 
 
+# -- facts: the two experiments behind "Who closes what" and "Why both ends are non-blocking"
+
+def close_before_unregister(console: Console) -> None:
+    """Close a registered socket first; the next socket reuses its number.  Per selector."""
+    for name in ("EpollSelector", "PollSelector", "SelectSelector"):
+        cls = getattr(selectors, name, None)
+        if cls is None:
+            console.print(f"  {name:15} not available here")
+            continue
+        sel = cls()
+        old, old_peer = socket.socketpair()
+        sel.register(old, selectors.EVENT_READ, data="old")
+        old_fd = old.fileno()
+        old.close()                          # WRONG order: closed while registered
+        new, new_peer = socket.socketpair()  # the lowest free number: usually old_fd again
+        new_peer.send(b"x")                  # the new socket is readable
+        events = [key.data for key, _ in sel.select(0.1)]
+        try:
+            sel.register(new, selectors.EVENT_READ, data="new")
+            registered = "register(new) works"
+        except KeyError:
+            registered = "register(new) raises KeyError"
+        reported = f"select() reports the key {events}" if events else "select() reports nothing"
+        console.print(f"  {name:15} number reused: {new.fileno() == old_fd}; {reported}; "
+                      f"{registered}")
+        sel.close()
+        for s in (old_peer, new, new_peer):
+            s.close()
+
+
+def blocking_writer(console: Console) -> None:
+    """A blocking writer on a full socket pair: with the reader open, then closed."""
+    reader, writer = socket.socketpair()
+    writer.setblocking(False)
+    sent = 0
+    try:
+        while True:
+            writer.send(b"Q")
+            sent += 1
+    except BlockingIOError:
+        pass
+    writer.setblocking(True)
+    console.print(f"  the buffer is full after {sent} one-byte sends")
+    errors: list[str] = []
+
+    def press() -> None:
+        try:
+            writer.send(b"Q")
+            errors.append("no error")
+        except OSError as exc:
+            errors.append(type(exc).__name__)
+
+    t = threading.Thread(target=press, name="press", daemon=True)
+    t.start()
+    t.join(0.5)
+    console.print(f"  reader open, nobody reads: a blocking send is still waiting after "
+                  f"0.5 s: {t.is_alive()}")
+    reader.close()
+    t.join(2)
+    console.print(f"  reader closed: the waiting send returned: {not t.is_alive()} "
+                  f"({errors[0] if errors else 'still waiting'})")
+    try:
+        writer.send(b"Q")
+        console.print("  a new send: no error")
+    except OSError as exc:
+        console.print(f"  a new send: {type(exc).__name__}")
+    writer.close()
+
+
+def facts_main(argv: list[str]) -> int:
+    console = Console(highlight=False)
+    console.print("[bold]Closing a registered socket before unregistering it[/bold]")
+    close_before_unregister(console)
+    console.print("[bold]A blocking control writer on a full buffer[/bold]")
+    blocking_writer(console)
+    console.print(f"[dim]{race.machine()}[/dim]")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(argv or [])
     if argv and argv[0] == "race":
         return race_main(argv[1:])
+    if argv and argv[0] == "facts":
+        return facts_main(argv[1:])
     parser = argparse.ArgumentParser(prog="check.sh demo p02",
                                      description="Watch a thread in select() ignore an "
                                                  "Event and wake on one control byte.")

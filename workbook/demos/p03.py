@@ -1,6 +1,7 @@
 """P03 demo: measure your race -- ``if`` instead of ``while``, and one wait-set with notify().
 
     ./check.sh demo p03 [race] [-n TRIALS] [--items K] [--switch-interval SECONDS]
+    ./check.sh demo p03 gil    (context switches that are only GIL hand-offs)
 
 Two of the chapter's mistakes, run with real threads and nothing forced:
 
@@ -111,8 +112,37 @@ def wrong_role(two_conditions: bool, trials: int, items: int) -> int:
                for _ in range(trials))
 
 
+def gil_main(argv: list[str]) -> int:
+    """Voluntary context switches of threads that never wait for each other."""
+    import resource
+    console = race.Console(highlight=False)
+    total = 20_000_000
+
+    def spin(n: int) -> None:
+        x = 0
+        for i in range(n):
+            x += i
+
+    for k in (1, 8):
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
+        start = time.perf_counter()
+        threads = [threading.Thread(target=spin, args=(total // k,)) for _ in range(k)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        seconds = time.perf_counter() - start
+        switches = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - before
+        console.print(f"{k} thread(s), pure computation, no queue and no lock of ours: "
+                      f"{switches} voluntary context switches in {seconds:.2f} s")
+    console.print(f"[dim]{race.machine()}[/dim]")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(argv or [])
+    if argv and argv[0] == "gil":
+        return gil_main(argv[1:])
     if argv and argv[0] == "race":
         argv = argv[1:]
     p = race.parser("check.sh demo p03 race",

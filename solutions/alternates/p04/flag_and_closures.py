@@ -106,6 +106,8 @@ class IOLoop:
         self._selector.register(self._rsock, selectors.EVENT_READ)
         self._loop_thread = threading.get_ident()
         self._halt = False
+        self._before = getattr(_threads, "loop", None)  # current until this one existed
+        _threads.loop = self
 
     @staticmethod
     def current():
@@ -127,7 +129,7 @@ class IOLoop:
         foreign = threading.get_ident() != self._loop_thread
         with self._cond:
             if self._shut:
-                raise RuntimeError("closed")
+                return  # nobody will run it
             self._pending.append(functools.partial(callback, *args, **kwargs))
             if foreign and not self._wake_pending:
                 self._wake_pending = True
@@ -159,16 +161,25 @@ class IOLoop:
 
     def start(self):
         self._loop_thread = threading.get_ident()
+        outer, _threads.loop = getattr(_threads, "loop", None), self
+        try:
+            self._turns()
+        finally:
+            _threads.loop = outer
+
+    def _turns(self):
         while not self._halt:
             with self._cond:
                 batch, self._pending = self._pending, []
                 self._wake_pending = False  # anyone who appends from now on must ring again
+            now = self.time()
+            due = []
+            while self._heap and self._heap[0][0] <= now:
+                due.append(heapq.heappop(self._heap)[1])
             for fn in batch:
                 self._invoke(fn)
-            now = self.time()
-            while self._heap and self._heap[0][0] <= now:
-                _, handle = heapq.heappop(self._heap)
-                fn = self._handles.pop(handle, None)
+            for handle in due:
+                fn = self._handles.pop(handle, None)  # None: removed meanwhile
                 if fn is not None:
                     self._invoke(fn)
             if self._halt:
@@ -190,10 +201,6 @@ class IOLoop:
 
     def stop(self):
         self._halt = True
-        if threading.get_ident() != self._loop_thread:
-            with self._cond:
-                if not self._shut:
-                    self._ring()
 
     def run_sync(self, func, timeout=None):
         box = []
@@ -226,7 +233,8 @@ class IOLoop:
         self._rsock.close()
         self._wsock.close()
         if getattr(_threads, "loop", None) is self:
-            _threads.loop = None
+            before = self._before
+            _threads.loop = before if before is not None and not before._shut else None
 
 
 class _Moment:
@@ -246,13 +254,14 @@ def _as_future(obj):
         combined = Future()
 
         def check(_child):
-            if combined.done():
+            if combined.done() or not all(f.done() for _, f in items):
                 return
-            for _, f in items:
-                if f.done() and f.exception() is not None:
-                    combined.set_exception(f.exception())
-                    return
-            if all(f.done() for _, f in items):
+            errors = [f.exception() for _, f in items if f.exception() is not None]
+            for extra in errors[1:]:
+                logger.error("a multi had more than one failure", exc_info=extra)
+            if errors:
+                combined.set_exception(errors[0])
+            else:
                 values = [f.result() for _, f in items]
                 combined.set_result(dict(zip([k for k, _ in items], values))
                                     if isinstance(obj, dict) else values)

@@ -3,7 +3,7 @@
 Differences from the reference: the Runner's handle_yield() returns True when the Future is
 already done and run() loops on that (tornado 6's shape); the loop keeps its callbacks in a
 deque and runs a counted snapshot of it; timeouts live in a sorted list; the waker is an
-os.pipe(); the lock is an RLock; a multi fills a pre-sized result list by position.
+os.pipe(); the lock is an RLock; a multi fills a pre-sized list of children by position.
 """
 from __future__ import annotations
 
@@ -104,6 +104,8 @@ class IOLoop:
         self._selector.register(self._read_fd, selectors.EVENT_READ)
         self._owner = threading.get_ident()
         self._stop_requested = False
+        self._made_over = getattr(_local, "instance", None)
+        _local.instance = self
 
     @staticmethod
     def current():
@@ -118,7 +120,7 @@ class IOLoop:
         call = functools.partial(callback, *args, **kwargs)
         with self._mutex:
             if self._closing:
-                raise RuntimeError("IOLoop is closing")
+                return
             was_empty = len(self._queue) == 0
             self._queue.append(call)
             if was_empty and threading.get_ident() != self._owner:
@@ -148,21 +150,29 @@ class IOLoop:
 
     def start(self):
         self._owner = threading.get_ident()
+        saved = getattr(_local, "instance", None)
+        _local.instance = self
+        try:
+            self._run_forever()
+        finally:
+            _local.instance = saved
+
+    def _run_forever(self):
         while not self._stop_requested:
             with self._mutex:
                 count = len(self._queue)
-            for _ in range(count):  # only what was there when the turn began
-                with self._mutex:
-                    call = self._queue.popleft()
-                self._safely(call)
             now = self.time()
             due = 0
             while due < len(self._timers) and self._timers[due][0] <= now:
                 due += 1
             fired, self._timers = self._timers[:due], self._timers[due:]
-            for _deadline, _seq, call in fired:
-                if call is not None:
-                    self._safely(call)
+            for _ in range(count):  # only what was there when the turn began
+                with self._mutex:
+                    call = self._queue.popleft()
+                self._safely(call)
+            for entry in fired:
+                if entry[2] is not None:  # read now: a callback may have removed it
+                    self._safely(entry[2])
             if self._stop_requested:
                 break
             if self._queue:
@@ -180,13 +190,6 @@ class IOLoop:
 
     def stop(self):
         self._stop_requested = True
-        if threading.get_ident() != self._owner:
-            with self._mutex:
-                if not self._closing:
-                    try:
-                        os.write(self._write_fd, b"s")
-                    except BlockingIOError:
-                        pass
 
     def run_sync(self, func, timeout=None):
         holder = {}
@@ -221,7 +224,8 @@ class IOLoop:
         os.close(self._read_fd)
         os.close(self._write_fd)
         if getattr(_local, "instance", None) is self:
-            _local.instance = None
+            older = self._made_over
+            _local.instance = None if older is None or older._closing else older
 
 
 class _Moment:
@@ -279,15 +283,18 @@ def _multi(children):
 
     def make_callback(position):
         def callback(child):
-            if out.done():
-                return
-            if child.exception() is not None:
-                out.set_exception(child.exception())
-                return
-            slots[position] = child.result()
+            slots[position] = child
             left[0] -= 1
-            if left[0] == 0:
-                out.set_result(dict(zip(keys, slots)) if is_dict else slots)
+            if left[0]:
+                return
+            errors = [f.exception() for f in slots if f.exception() is not None]
+            for extra in errors[1:]:
+                app_log.error("Multiple exceptions in yield list", exc_info=extra)
+            if errors:
+                out.set_exception(errors[0])
+            else:
+                values = [f.result() for f in slots]
+                out.set_result(dict(zip(keys, values)) if is_dict else values)
         return callback
 
     if not futures:

@@ -163,7 +163,8 @@ def _h_trace(frame, event, arg):
 _h_sys.settrace(_h_trace)
 '''),
 
-    # Deadlocks the whole process in the first test, deaf to pytest-timeout's SIGALRM.
+    # Deadlocks the whole process in the first test, deaf to pytest-timeout's SIGALRM and to
+    # any exception the harness injects to stop it.
     "deadlock": lambda p, ctx: with_epilogue(reference(p), _TEST_TRACE + '''
 import signal as _h_signal
 import threading as _h_threading
@@ -174,7 +175,11 @@ _h_never.acquire()
 
 def _h_trace(frame, event, arg):
     if _h_is_test_call(frame, event):
-        _h_never.acquire()  # nobody will ever release it
+        while True:  # nobody will ever release it, and no exception gets it out
+            try:
+                _h_never.acquire()
+            except BaseException:
+                pass
     return None
 
 
@@ -366,6 +371,95 @@ import time as _h_time
 _h_threading.Thread(target=_h_time.sleep, args=(120,), daemon=False).start()
 '''),
 
+    # Replaces the clocks at import: time seems to pass twice as fast, so a wait that returns
+    # early would look as long as the test wants.
+    "fake_clock": lambda p, ctx: with_prelude('''
+import time as _h_time
+for _h_name in ("monotonic", "perf_counter", "time"):
+    _h_real = getattr(_h_time, _h_name)
+    setattr(_h_time, _h_name, (lambda real: lambda: real() * 2)(_h_real))
+    _h_real_ns = getattr(_h_time, _h_name + "_ns")
+    setattr(_h_time, _h_name + "_ns", (lambda real: lambda: real() * 2)(_h_real_ns))
+''', reference(p)),
+
+    # Rewrites pytest's own reports: every failure becomes a pass before anyone sees it.
+    "patch_pytest_reports": lambda p, ctx: with_epilogue(skeleton(p), '''
+import _pytest.reports as _h_reports
+import _pytest.runner as _h_runner
+_h_init = _h_reports.TestReport.__init__
+
+
+def _h_passing_init(self, *args, **kwargs):
+    _h_init(self, *args, **kwargs)
+    self.outcome, self.longrepr = "passed", None
+
+
+_h_reports.TestReport.__init__ = _h_passing_init
+_h_call = _h_runner.CallInfo.from_call.__func__
+
+
+def _h_no_excinfo(cls, func, when, reraise=None):
+    info = _h_call(cls, func, when, reraise)
+    object.__setattr__(info, "excinfo", None)
+    return info
+
+
+_h_runner.CallInfo.from_call = classmethod(_h_no_excinfo)
+'''),
+
+    # Rewrites the serialisation: a record saying "not_implemented" or "failed" leaves as
+    # "passed".
+    "patch_json": lambda p, ctx: with_epilogue(skeleton(p), '''
+import json as _h_json
+import json.encoder as _h_encoder
+_h_dumps = _h_json.dumps
+
+
+def _h_rewrite(text):
+    return text.replace('"not_implemented"', '"passed"').replace('"failed"', '"passed"')
+
+
+_h_json.dumps = lambda *a, **k: _h_rewrite(_h_dumps(*a, **k))
+_h_encode = _h_encoder.JSONEncoder.encode
+_h_encoder.JSONEncoder.encode = lambda self, o: _h_rewrite(_h_encode(self, o))
+'''),
+
+    # The known limit: code in the judged process reaches the reporter (two attribute hops
+    # from the harness plugin), signs a perfect run itself, then silences the real one.
+    "forge_with_the_reporter": lambda p, ctx: with_epilogue(skeleton(p), '''
+import workbook.plugin as _h_plugin
+from workbook.grading import protocol as _h_protocol
+_h_sink = _h_plugin._sink
+_h_reporter = getattr(_h_sink, "__self__", None)
+if _h_reporter is not None:
+    import _pytest.main as _h_main
+    _h_done = []
+
+    def _h_forge(session):
+        if _h_done:
+            return
+        _h_done.append(1)
+        for _h_item in session.items:
+            _h_cp = _h_item.get_closest_marker("checkpoint").args[0]
+            _h_reporter.send(_h_protocol.Item(_h_item.nodeid, _h_cp))
+        for _h_item in session.items:
+            _h_cp = _h_item.get_closest_marker("checkpoint").args[0]
+            _h_reporter.send(_h_protocol.TestDone(_h_item.nodeid, _h_cp))
+        _h_reporter.send(_h_protocol.End())
+        import os as _h_os
+        _h_os._exit(0)
+
+    class _h_Plugin:
+        def pytest_collection_finish(self, session):
+            _h_forge(session)
+
+    import gc as _h_gc
+    for _h_obj in _h_gc.get_objects():
+        if type(_h_obj).__name__ == "PytestPluginManager":
+            _h_obj.register(_h_Plugin(), "h-forge")
+            break
+'''),
+
     # Asserts the sandbox from inside: a correct solution that fails to import otherwise.
     "sandbox_probe": lambda p, ctx: with_prelude(f'''
 import os as _h_os, resource as _h_resource, socket as _h_socket
@@ -470,6 +564,11 @@ def _hostile_expectation(kind: str, p: manifest.Problem) -> dict:
         "silence_report": zero_error("incomplete", "crashed"),
         "lingering_thread": {**_full(p), "note": "did not exit"},
         "sandbox_probe": _full(p),
+        "fake_clock": zero_error("tampered"),
+        "patch_pytest_reports": zero_error("tampered"),
+        "patch_json": zero_error("tampered"),
+        # Documented in the README as what the report cannot prove: a perfect forged run.
+        "forge_with_the_reporter": _full(p),
     }[kind]
 
 

@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 
 from tests.selftest.grading import battery
-from workbook import ROOT, manifest, run, sandbox
+from workbook import ROOT, manifest, run
+from workbook.grading.sandbox import runner as sandbox
 
 
 def _finished(state: Path) -> dict[tuple[str, str], str]:

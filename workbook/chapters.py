@@ -1,0 +1,294 @@
+"""A chapter parsed once into blocks, rendered alike by the terminal and the web.
+
+A chapter is markdown plus three constructs (format D of the team contracts):
+
+* ``<!-- timeline: p01-lost-wakeup -->`` on a line of its own: a timeline (``book/timelines``);
+* ``<!-- pitfall-diff: single_drain -->`` on a line of its own: the pitfall's diff against
+  the reference (``solutions/pitfalls/pNN/NAME.diff``);
+* a fold ``<details><summary>Answer: ...</summary> ... </details>``: an answer the reader
+  opens by choice.
+
+Every heading gets a stable anchor, its GitHub-style slug; ``<!-- anchor: NAME -->`` on the
+line before a heading gives it an explicit one instead (the slug stays as an alias).
+Nothing inside a fenced code block is a directive or a heading.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator, Union
+
+from workbook import ROOT, manifest, timelines
+
+DIRECTIVE = re.compile(r"^\s*<!--\s*(timeline|pitfall-diff|anchor)\s*:\s*(\S+?)\s*-->\s*$")
+FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
+HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+DETAILS_OPEN = re.compile(r"^\s*<details(?:\s+open)?\s*>\s*(?:<summary>(.*?)</summary>)?\s*$",
+                          re.IGNORECASE)
+SUMMARY = re.compile(r"^\s*<summary>(.*?)</summary>\s*$", re.IGNORECASE)
+DETAILS_CLOSE = re.compile(r"^\s*</details>\s*$", re.IGNORECASE)
+
+
+class ChapterError(ValueError):
+    """A chapter's construct is malformed (an unclosed fold, a stray anchor, ...)."""
+
+
+@dataclass(frozen=True)
+class Markdown:
+    text: str
+
+
+@dataclass(frozen=True)
+class Heading:
+    level: int
+    text: str        # the heading's markdown (inline)
+    anchor: str      # the explicit anchor if there is one, else the slug
+    slug: str        # the GitHub-style slug (an alias when an explicit anchor exists)
+    line: int
+
+
+@dataclass(frozen=True)
+class TimelineRef:
+    name: str
+    line: int
+
+
+@dataclass(frozen=True)
+class PitfallDiff:
+    name: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Fold:
+    summary: str
+    blocks: tuple["Block", ...]
+    line: int
+
+
+Block = Union[Markdown, Heading, TimelineRef, PitfallDiff, Fold]
+
+
+@dataclass
+class Chapter:
+    problem: str
+    path: Path
+    title: str
+    blocks: list[Block]
+    headings: list[Heading] = field(default_factory=list)
+
+    def walk(self) -> Iterator[Block]:
+        """Every block, folds' contents included, in reading order."""
+        yield from _walk(self.blocks)
+
+    def heading(self, section: str) -> Heading | None:
+        """The heading a manifest's ``section`` names: an anchor, a slug or the heading text."""
+        wanted = section.strip()
+        for h in self.headings:
+            if wanted in (h.anchor, h.slug):
+                return h
+        for h in self.headings:
+            if _plain(h.text).casefold() == _plain(wanted).casefold():
+                return h
+        return None
+
+    def section(self, section: str) -> list[Block]:
+        """The heading ``section`` and everything under it, up to the next heading of the
+        same or a higher level.  Empty if there is no such heading."""
+        head = self.heading(section)
+        if head is None:
+            return []
+        out: list[Block] = []
+        for block in self.blocks:
+            if out and isinstance(block, Heading) and block.level <= head.level:
+                break
+            if out or block == head:
+                out.append(block)
+        return out
+
+
+def _walk(blocks: Iterable[Block]) -> Iterator[Block]:
+    for b in blocks:
+        yield b
+        if isinstance(b, Fold):
+            yield from _walk(b.blocks)
+
+
+def _plain(text: str) -> str:
+    """Heading markdown without its inline markup."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    return re.sub(r"[`*_]{1,3}(?=\S)|(?<=\S)[`*_]{1,3}", "", text).strip()
+
+
+def slugify(text: str) -> str:
+    """GitHub's heading anchor: lowercase, punctuation dropped, spaces become '-'."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text).lower()
+    kept = []
+    for ch in text:
+        cat = unicodedata.category(ch)
+        if ch in "-_" or cat[0] in "LN" or cat == "Mn":
+            kept.append(ch)
+        elif ch == " ":
+            kept.append("-")
+    return "".join(kept)
+
+
+def parse(text: str, *, problem: str = "", path: Path | None = None) -> Chapter:
+    lines = text.split("\n")
+    used: dict[str, int] = {}
+    headings: list[Heading] = []
+    blocks, end = _parse_blocks(lines, 0, headings, used, top=True)
+    title = next((_plain(h.text) for h in headings if h.level == 1), problem)
+    return Chapter(problem=problem, path=path or Path("<text>"), title=title, blocks=blocks,
+                   headings=headings)
+
+
+def _parse_blocks(lines: list[str], i: int, headings: list[Heading], used: dict[str, int], *,
+                  top: bool) -> tuple[list[Block], int]:
+    """Blocks from ``lines[i:]`` up to the end (top level) or the closing ``</details>``."""
+    blocks: list[Block] = []
+    buf: list[str] = []
+    fence: str | None = None
+    anchor: tuple[str, int] | None = None
+
+    def flush() -> None:
+        if any(line.strip() for line in buf):
+            blocks.append(Markdown("\n".join(buf).strip("\n") + "\n"))
+        buf.clear()
+
+    while i < len(lines):
+        line = lines[i]
+        if fence is not None:
+            buf.append(line)
+            m = FENCE.match(line)
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) \
+                    and not line.strip()[len(m.group(1)):].strip():
+                fence = None
+            i += 1
+            continue
+        m = FENCE.match(line)
+        if m:
+            fence = m.group(1)
+            buf.append(line)
+            i += 1
+            continue
+        if anchor is not None and line.strip() and not HEADING.match(line):
+            raise ChapterError(f"line {anchor[1]}: <!-- anchor: {anchor[0]} --> is not "
+                               f"directly followed by a heading")
+        d = DIRECTIVE.match(line)
+        if d:
+            kind, name = d.groups()
+            flush()
+            if kind == "timeline":
+                blocks.append(TimelineRef(name, i + 1))
+            elif kind == "pitfall-diff":
+                blocks.append(PitfallDiff(name, i + 1))
+            else:
+                anchor = (name, i + 1)
+            i += 1
+            continue
+        h = HEADING.match(line)
+        if h:
+            flush()
+            level, htext = len(h.group(1)), h.group(2)
+            slug = _unique(slugify(htext), used)
+            name = slug
+            if anchor is not None:
+                name = anchor[0]
+                if name in used and name != slug:
+                    raise ChapterError(f"line {anchor[1]}: anchor {name!r} is used twice")
+                used[name] = used.get(name, 0) + 1
+                anchor = None
+            heading = Heading(level, htext, name, slug, i + 1)
+            headings.append(heading)
+            blocks.append(heading)
+            i += 1
+            continue
+        o = DETAILS_OPEN.match(line)
+        if o:
+            flush()
+            start = i + 1
+            summary = o.group(1)
+            i += 1
+            if summary is None:
+                while i < len(lines) and not lines[i].strip():
+                    i += 1
+                s = SUMMARY.match(lines[i]) if i < len(lines) else None
+                if not s:
+                    raise ChapterError(f"line {start}: <details> needs a <summary>...</summary>")
+                summary = s.group(1)
+                i += 1
+            inner, i = _parse_blocks(lines, i, headings, used, top=False)
+            blocks.append(Fold(summary.strip(), tuple(inner), start))
+            continue
+        if DETAILS_CLOSE.match(line):
+            if top:
+                raise ChapterError(f"line {i + 1}: </details> without <details>")
+            flush()
+            return blocks, i + 1
+        buf.append(line)
+        i += 1
+    if not top:
+        raise ChapterError("a <details> fold is never closed")
+    if fence is not None:
+        raise ChapterError("a fenced code block is never closed")
+    flush()
+    return blocks, i
+
+
+def _unique(slug: str, used: dict[str, int]) -> str:
+    n = used.get(slug, 0)
+    used[slug] = n + 1
+    return slug if n == 0 else f"{slug}-{n}"
+
+
+def load(problem: manifest.Problem) -> Chapter:
+    path = problem.chapter_file
+    return parse(path.read_text("utf-8"), problem=problem.id, path=path)
+
+
+def pitfall_diff_file(problem_id: str, name: str) -> Path:
+    return ROOT / "solutions" / "pitfalls" / problem_id / f"{name}.diff"
+
+
+def read_pitfall_diff(problem_id: str, name: str) -> tuple[str, str]:
+    """(explanation, diff) of a shipped pitfall: the free text before the first ``---``
+    line, and the unified diff itself.  ``FileNotFoundError`` if it does not exist."""
+    path = pitfall_diff_file(problem_id, name)
+    if not path.is_file():
+        raise FileNotFoundError(path)
+    try:  # the variants mechanism is the one reader of diffs
+        from workbook import variants
+        problem = manifest.get(problem_id)
+        parsed = variants.parse(variants.Variant(problem, "pitfall", name, path, "", ()))
+        return parsed.explanation, parsed.diff
+    except (ImportError, KeyError):
+        pass
+    lines = path.read_text("utf-8").split("\n")
+    for i, line in enumerate(lines):
+        if line.startswith("--- "):
+            return "\n".join(lines[:i]).strip(), "\n".join(lines[i:]).rstrip("\n") + "\n"
+    return "\n".join(lines).strip(), ""
+
+
+def problems_of_directives(chapter: Chapter) -> list[str]:
+    """Readable problems with the chapter's directives: missing timelines or diffs."""
+    problems: list[str] = []
+    for block in chapter.walk():
+        if isinstance(block, TimelineRef):
+            try:
+                tl = timelines.load(block.name)
+            except timelines.TimelineError as exc:
+                problems.append(f"{chapter.path.name}:{block.line}: {exc}")
+                continue
+            if tl.problem != chapter.problem:
+                problems.append(f"{chapter.path.name}:{block.line}: timeline {block.name} "
+                                f"belongs to {tl.problem}, not {chapter.problem}")
+        elif isinstance(block, PitfallDiff):
+            path = pitfall_diff_file(chapter.problem, block.name)
+            if not path.is_file():
+                problems.append(f"{chapter.path.name}:{block.line}: pitfall-diff {block.name}: "
+                                f"{path.relative_to(ROOT)} does not exist")
+    return problems

@@ -1,0 +1,363 @@
+"""``./check.sh grade SUBMISSIONS_DIR``: grade a folder of submissions in parallel.
+
+Plan every submission × problem (all ``pending`` in the gradebook at once, so an interrupt
+leaves unfinished work visibly unfinished), skip what an earlier run already finished with
+the same file, acceptance set and limit, grade the rest ``--jobs`` at a time, then export.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import queue
+import signal
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                           TimeElapsedColumn, TimeRemainingColumn)
+from rich.table import Table
+
+from workbook import manifest, run
+from workbook.grading import exports
+from workbook.grading.discovery import Submission, discover
+from workbook.grading.gradebook import Entry, Gradebook, atomic_write, now
+from workbook.grading.judging import GradeError, grade_pair, trusted_collection
+from workbook.grading.sandbox import runner
+
+console = Console(highlight=False)
+errors = Console(stderr=True, highlight=False)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="check.sh grade", description="Grade a folder of submissions in a sandbox.")
+    parser.add_argument("submissions", type=Path, help="a folder of submissions (folders or "
+                        ".py files); with --single, one submission")
+    parser.add_argument("--problem", nargs="+", action="extend", metavar="pNN",
+                        help="only these problems (default: all)")
+    parser.add_argument("--jobs", type=int, default=1, metavar="N",
+                        help="runs at the same time (default 1)")
+    parser.add_argument("--out", type=Path, help="the export (default gradebook.csv, "
+                        "gradebook.json, or the folder gradebook-gradescope/)")
+    parser.add_argument("--format", choices=exports.FORMATS,
+                        help="csv (default), json, or gradescope (results.json per submission)")
+    parser.add_argument("--gradebook", type=Path, metavar="FILE",
+                        help="the gradebook (resume state) to use; default: beside a CSV or "
+                             "JSON --out, else gradebook.json")
+    parser.add_argument("--single", action="store_true",
+                        help="SUBMISSIONS is one submission (Gradescope's layout)")
+    resume = parser.add_mutually_exclusive_group()
+    resume.add_argument("--resume", dest="fresh", action="store_false", default=False,
+                        help="skip pairs already in the gradebook (the default)")
+    resume.add_argument("--fresh", dest="fresh", action="store_true",
+                        help="grade everything again")
+    parser.add_argument("--time-limit", type=float, metavar="S",
+                        help="wall-clock limit of one run (default: each manifest's)")
+    parser.add_argument("--excel", action="store_true",
+                        help="CSV for spreadsheets: a UTF-8 byte-order mark first")
+    parser.add_argument("--messages", action="store_true",
+                        help="CSV: a column with each failed checkpoint's message")
+    parser.add_argument("--similarity", type=float, default=90.0, metavar="PERCENT",
+                        help="report submissions at least this alike (default 90; 0: off)")
+    parser.add_argument("--quiet", action="store_true", help="no progress, no summary")
+    return parser
+
+
+def _paths(args) -> tuple[str, Path, Path | None]:
+    """The export's format and path, and the gradebook's path (None: a temporary one, for
+    one Gradescope submission)."""
+    fmt = args.format or ("json" if args.out and args.out.suffix == ".json" else "csv")
+    if fmt == "gradescope":
+        out = args.out or Path("results.json" if args.single else "gradebook-gradescope")
+        state = args.gradebook or (None if args.single else Path("gradebook.json"))
+    else:
+        out = args.out or Path(f"gradebook.{fmt}")
+        state = args.gradebook or (out if fmt == "json" else out.with_suffix(".json"))
+    if fmt != "json" and state is not None and state.resolve() == out.resolve():
+        raise run.UsageError("--gradebook and --out must be different files")
+    return fmt, out, state
+
+
+def select(ids: list[str] | None) -> list[manifest.Problem]:
+    if not ids:
+        return list(manifest.problems().values())
+    chosen = []
+    for pid in dict.fromkeys(ids):
+        try:
+            chosen.append(manifest.get(pid))
+        except KeyError as exc:
+            raise run.UsageError(exc.args[0]) from None
+    return chosen
+
+
+@dataclass
+class Plan:
+    todo: list[tuple[Submission, manifest.Problem]] = field(default_factory=list)
+    skipped: int = 0          # graded pairs already finished in the gradebook
+    done: int = 0             # pairs finished by this run
+    failed: list[str] = field(default_factory=list)  # pairs the grader itself failed on
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _grade(args)
+    except (GradeError, runner.IsolationError) as exc:
+        errors.print(f"[red]error:[/red] {exc}")
+        return 2
+
+
+def _grade(args) -> int:
+    problems = select(args.problem)
+    if args.jobs < 1:
+        raise run.UsageError("--jobs needs a whole number of at least 1")
+    if args.time_limit is not None and args.time_limit <= 0:
+        raise run.UsageError("--time-limit needs a positive number of seconds")
+    if not args.submissions.is_dir():
+        raise run.UsageError(f"no such folder: {args.submissions}")
+    fmt, out, state = _paths(args)
+    with contextlib.ExitStack() as stack:
+        if state is None:
+            state = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "gradebook.json"
+        return _grade_into(args, problems, fmt, out, state)
+
+
+def _grade_into(args, problems, fmt: str, out: Path, state: Path) -> int:
+    submissions = discover(args.submissions.resolve(), problems, single=args.single)
+    if not submissions:
+        raise run.UsageError(f"no submissions found in {args.submissions}")
+    iso = runner.detect([p.solution_file for p in manifest.problems().values()])
+    if iso.mode == "none":
+        errors.print(f"[yellow]warning:[/yellow] {iso.description}")
+    limits = {p.id: runner.Limits.for_wall(args.time_limit or p.time_limit) for p in problems}
+    harness = {p.id: runner.Harness.snapshot(p) for p in problems}
+    runner.remove_stale_stages()
+    with _only_writer(state), runner.UidClaim(args.jobs if iso.drops_privileges else 0) as claim:
+        book = Gradebook(state, problems, {
+            "submissions_dir": str(args.submissions.resolve()), "isolation": iso.mode,
+            "harness": {pid: h.fingerprint for pid, h in harness.items()},
+            "sandbox_uids": claim.uids}, fresh=args.fresh)
+        book.keep_only({s.name for s in submissions})  # rows of vanished submissions go
+        plan = _plan(submissions, problems, book, limits, harness)
+        started = time.monotonic()
+        interrupted = _run_plan(plan, book, limits, harness, iso, claim.uids, args)
+        elapsed = time.monotonic() - started
+    exports.export(book, fmt, out, single=args.single, excel=args.excel,
+                   messages=args.messages)
+    extra = {"insight": exports.insight(book)}
+    if args.similarity > 0:
+        try:
+            extra["similarity"] = exports.similarity(submissions, problems,
+                                                     threshold=args.similarity)
+        except ImportError:
+            errors.print("[yellow]note:[/yellow] the similarity report needs rapidfuzz "
+                         "(./check.sh grade installs it)")
+    report = state.with_name(state.stem + "-report.json")
+    atomic_write(report, json.dumps(extra, indent=1, ensure_ascii=False).encode())
+    if not args.quiet or interrupted:
+        console.print(summary_view(book, plan, elapsed, iso, out if fmt != "json" else state))
+        console.print(insight_view(extra["insight"]))
+        if extra.get("similarity"):
+            console.print(similarity_view(extra["similarity"]))
+        console.print(f"class insight and similarity: {report}")
+    if interrupted:
+        console.print("[yellow]interrupted:[/yellow] finished pairs are saved; unfinished ones "
+                      "are 'pending'. Run the same command again to go on from here.")
+        return 130
+    if plan.failed:
+        errors.print(f"[red]{len(plan.failed)} run(s) could not be graded[/red] (the grader's "
+                     "problem, not the submission's); run the same command again to retry them")
+        return 1
+    return 0
+
+
+@contextlib.contextmanager
+def _only_writer(state: Path):
+    """Hold an exclusive lock beside the gradebook: two graders writing one gradebook would
+    each overwrite the other's rows."""
+    state.parent.mkdir(parents=True, exist_ok=True)
+    with open(state.with_name(state.name + ".lock"), "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise run.UsageError(f"another grader is writing {state}; wait for it, or "
+                                 "choose another --gradebook") from None
+        yield
+
+
+def _fingerprint(problem: manifest.Problem, sub: Submission, limits: runner.Limits,
+                 harness: dict) -> str:
+    return f"{sub.fingerprint(problem.id)}:{harness[problem.id].fingerprint}:{limits.wall:g}"
+
+
+def _plan(submissions, problems, book: Gradebook, limits, harness) -> Plan:
+    """Every pair into the gradebook: finished ones kept, instant ones (not submitted,
+    refused) recorded, the rest ``pending`` and queued."""
+    plan = Plan()
+    for sub in submissions:
+        for p in problems:
+            fp = _fingerprint(p, sub, limits[p.id], harness)
+            if book.finished(sub.name, p.id, fp):
+                if p.id in sub.files or p.id in sub.refused:  # not "not submitted"
+                    plan.skipped += 1
+                continue
+            if p.id in sub.refused:
+                entry = Entry.placeholder(p, "error", sub.refused[p.id])
+            elif p.id not in sub.files:
+                entry = Entry.placeholder(p, "not_submitted")
+            else:
+                entry = Entry.placeholder(p, "pending")
+                plan.todo.append((sub, p))
+            entry.fingerprint, entry.graded_at = fp, now()
+            book.record(sub.name, p.id, entry, save=False)
+    book.save()
+    return plan
+
+
+def _run_plan(plan: Plan, book: Gradebook, limits, harness, iso, uids: list[int],
+              args) -> bool:
+    """Grade every queued pair; True if interrupted (finished pairs are saved)."""
+    if not plan.todo:
+        return False
+    stopping = threading.Event()
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    tty = console.is_terminal
+    progress = Progress(SpinnerColumn(), TextColumn("[bold]grading[/bold] {task.description}"),
+                        BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        TimeRemainingColumn(), console=console,
+                        disable=args.quiet or not tty)
+    total = len(plan.todo)
+    try:
+        with progress:
+            task = progress.add_task("collecting the acceptance sets…", total=total)
+            first_uid = uids[0] if uids else None
+            wanted = {p.id: p for _, p in plan.todo}
+            trusted = {pid: trusted_collection(p, harness[pid], iso, first_uid)
+                       for pid, p in wanted.items()}
+            free: queue.Queue[int | None] = queue.Queue()  # the claimed uids not in use
+            for uid in (uids or [None] * args.jobs):
+                free.put(uid)
+            lock = threading.Lock()  # guards plan.done and plan.failed, and the log lines
+
+            def work(sub: Submission, p: manifest.Problem) -> None:
+                if stopping.is_set():
+                    return
+                uid = free.get()
+                try:
+                    progress.update(task, description=f"{sub.name} · {p.id}")
+                    entry: Entry | None = grade_pair(p, sub, trusted[p.id], harness[p.id],
+                                                     limits[p.id], iso, uid)
+                    problem_text = None
+                except Exception as exc:  # noqa: BLE001 - the grader's fault: report, go on
+                    entry, problem_text = None, f"{type(exc).__name__}: {exc}"
+                finally:
+                    free.put(uid)
+                if stopping.is_set():
+                    return  # killed by the interrupt: not finished, stays pending
+                with lock:
+                    plan.done += 1
+                    if entry is None:  # left pending: the next run retries it
+                        plan.failed.append(f"{sub.name}/{p.id}")
+                        line = f"could not grade {sub.name}/{p.id}: {problem_text}"
+                    else:
+                        entry.fingerprint = _fingerprint(p, sub, limits[p.id], harness)
+                        entry.graded_at = now()
+                        book.record(sub.name, p.id, entry)
+                        line = (f"{sub.name}/{p.id}: {entry.status} {entry.score}/"
+                                f"{entry.max_score}" + (f" ({entry.reason})" if entry.reason
+                                                        else ""))
+                    if not tty and not args.quiet:  # a log line per pair, for CI and LMSs
+                        print(f"[{plan.done}/{total}] {line}", flush=True)
+                    elif entry is None:
+                        progress.console.print(f"[red]{line}[/red]")
+                progress.advance(task)
+
+            with ThreadPoolExecutor(max_workers=args.jobs, thread_name_prefix="grade") as pool:
+                futures = [pool.submit(work, sub, p) for sub, p in plan.todo]
+                try:
+                    for future in as_completed(futures):
+                        future.result()
+                except BaseException:
+                    stopping.set()
+                    for f in futures:
+                        f.cancel()
+                    runner.kill_all()
+                    raise
+        return False
+    except KeyboardInterrupt:
+        return True
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def summary_view(book: Gradebook, plan: Plan, elapsed: float, iso: runner.Isolation,
+                 out: Path) -> Table:
+    """Per problem, over finished pairs only: submitted, passed, errors, pending, mean."""
+    table = Table(title="Grading summary", title_justify="left")
+    for name, justify in (("problem", "left"), ("submitted", "right"), ("passed", "right"),
+                          ("errors", "right"), ("pending", "right"), ("mean score", "right")):
+        table.add_column(name, justify=justify)
+    rows = book.sorted_rows()
+    for p in book.problems:
+        entries = [e for e in (r.problems.get(p.id) for r in rows) if e is not None]
+        finished = [e for e in entries if e.status in ("ok", "error")]
+        pending = sum(1 for e in entries if e.status == "pending")
+        mean = sum(e.score for e in finished) / len(finished) if finished else 0.0
+        table.add_row(f"{p.id} · {p.title}", str(len(finished)),
+                      str(sum(1 for e in finished if e.passed)),
+                      str(sum(1 for e in finished if e.status == "error")), str(pending),
+                      f"{mean:.1f} / {p.points}")
+    rate = plan.done / elapsed * 60 if elapsed > 0 and plan.done else 0.0
+    table.caption = (f"{len(rows)} submissions · {plan.done} of {len(plan.todo)} runs finished "
+                     f"in {elapsed:.0f} s ({rate:.1f} runs/min) · {plan.skipped} already "
+                     f"graded, skipped · isolation: {iso.mode} · {out}")
+    table.caption_justify = "left"
+    return table
+
+
+def insight_view(data: dict) -> Table:
+    table = Table(title="Class insight", title_justify="left")
+    table.add_column("checkpoint")
+    table.add_column("pass rate", justify="right")
+    table.add_column("pitfalls diagnosed (share of graded submissions)")
+    for pid, info in data.items():
+        by_checkpoint: dict[str, list[str]] = {}
+        problem = manifest.get(pid)
+        for name, hit in info["pitfalls"].items():
+            for cp in problem.pitfall(name).fails:
+                by_checkpoint.setdefault(cp, []).append(f"{name} {hit['rate']:.0%}")
+        for cp_id, cp in info["checkpoints"].items():
+            rate = "–" if cp["rate"] is None else f"{cp['rate']:.0%}"
+            table.add_row(cp_id, rate, ", ".join(sorted(set(by_checkpoint.get(cp_id, [])))))
+    return table
+
+
+def similarity_view(data: dict) -> Table:
+    table = Table(title="Similar submissions", title_justify="left")
+    table.add_column("problem")
+    table.add_column("submissions")
+    table.add_column("alike", justify="right")
+    for pid, info in data.items():
+        for group in info["identical"]:
+            table.add_row(pid, ", ".join(group), "same after normalising")
+        for pair in info["similar"]:
+            table.add_row(pid, f"{pair['a']}, {pair['b']}", f"{pair['percent']:.0f} %")
+    if not table.rows:
+        table.add_row("–", "no two submissions are alike above the threshold", "")
+    return table
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main(sys.argv[1:]))

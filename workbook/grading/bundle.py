@@ -1,0 +1,140 @@
+"""``./check.sh gradescope-bundle OUT.zip``: the same acceptance sets as a Gradescope
+autograder.
+
+The zip holds what ``runner.staged_files`` stages for a graded run (the harness package and
+the chosen problems' acceptance sets; never solutions, hints or the book), the project's
+``pyproject.toml``, a ``constraints.txt`` pinning every runtime dependency to the version the
+bundle was built with, ``setup.sh`` (Gradescope runs it once per image) and
+``run_autograder`` (once per submission; it writes a valid ``results.json`` whatever happens).
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import re
+import zipfile
+from importlib import metadata
+from pathlib import Path
+
+from rich.console import Console
+
+from workbook import ROOT, manifest
+from workbook.grading.gradebook import atomic_write
+from workbook.grading.sandbox.runner import staged_files
+
+SETUP_SH = """#!/usr/bin/env bash
+# Gradescope runs this once when it builds the autograder image.
+set -euo pipefail
+apt-get update
+apt-get install -y --no-install-recommends python3 python3-venv python3-pip
+python3 -m venv /autograder/venv
+/autograder/venv/bin/pip install --disable-pip-version-check \\
+    -c /autograder/source/constraints.txt -e /autograder/source
+"""
+
+RUN_AUTOGRADER = """#!/usr/bin/env bash
+# Gradescope runs this for every submission.  It always leaves a valid results.json: if the
+# grader itself fails, a score of 0 with the reason (and the log below says why).
+set -uo pipefail
+base="${{AUTOGRADER_ROOT:-/autograder}}"
+python="${{WORKBOOK_PYTHON:-$base/venv/bin/python}}"
+results="$base/results/results.json"
+mkdir -p "$base/results"
+cd "$base/source" || exit 1
+echo "workbook autograder: grading $base/submission ({problems_text})"
+"$python" -m workbook grade "$base/submission" --single --format gradescope \\
+    --out "$results" --gradebook "$base/results/gradebook.json"{problems}
+status=$?
+echo "workbook autograder: the grader exited with $status"
+"$python" - "$results" "$status" <<'PY'
+import json, sys
+path, status = sys.argv[1], sys.argv[2]
+try:
+    with open(path) as f:
+        doc = json.load(f)
+    ok = isinstance(doc, dict) and isinstance(doc.get("tests"), list) and "score" in doc
+except (OSError, ValueError):
+    ok = False
+if not ok:
+    reason = f"the grader exited with status {{status}} without writing results"
+    doc = {{"score": 0, "visibility": "visible", "stdout_visibility": "visible",
+           "output": "The autograder could not grade this submission: " + reason, "tests": []}}
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+    print("workbook autograder: wrote a zero-score results.json:", reason)
+else:
+    print(f"workbook autograder: results.json has score {{doc['score']}} "
+          f"over {{len(doc['tests'])}} tests")
+PY
+exit 0
+"""
+
+
+def _requirement_names(dist: str) -> list[str]:
+    names = []
+    for req in metadata.requires(dist) or []:
+        if "extra ==" in req:
+            continue
+        marker = req.split(";", 1)
+        if len(marker) == 2 and "python_version" in marker[1]:
+            try:
+                metadata.version(re.split(r"[<>=!~\[ ;]", req, maxsplit=1)[0])
+            except metadata.PackageNotFoundError:
+                continue
+        names.append(re.split(r"[<>=!~\[ ;]", req, maxsplit=1)[0])
+    return names
+
+
+def constraints() -> str:
+    """``name==version`` for every installed runtime dependency of the workbook, recursively
+    (the versions this bundle is built and tested with)."""
+    wanted, seen, lines = _requirement_names("concurrency-workbook"), set(), []
+    while wanted:
+        name = wanted.pop()
+        key = name.lower().replace("_", "-")
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            lines.append(f"{key}=={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            continue
+        wanted += _requirement_names(name)
+    return "\n".join(sorted(lines)) + "\n"
+
+
+def bundle_files(problems: list[manifest.Problem]) -> dict[str, bytes]:
+    files = {str(rel): (ROOT / rel).read_bytes() for rel in staged_files(problems)}
+    for name in ("pyproject.toml", "README.md"):
+        files[name] = (ROOT / name).read_bytes()
+    ids = " ".join(p.id for p in problems)
+    files["constraints.txt"] = constraints().encode()
+    files["setup.sh"] = SETUP_SH.encode()
+    files["run_autograder"] = RUN_AUTOGRADER.format(
+        problems=f" --problem {ids}", problems_text=ids).encode()
+    return files
+
+
+def main(argv: list[str]) -> int:
+    from workbook.grading.batch import select
+
+    parser = argparse.ArgumentParser(prog="check.sh gradescope-bundle",
+                                     description="Build a Gradescope autograder zip.")
+    parser.add_argument("out", type=Path, help="the zip to write, e.g. autograder.zip")
+    parser.add_argument("--problem", nargs="+", action="extend", metavar="pNN",
+                        help="only these problems (default: all)")
+    args = parser.parse_args(argv)
+    problems = select(args.problem)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in sorted(bundle_files(problems).items()):
+            info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))
+            executable = name in ("setup.sh", "run_autograder")
+            info.external_attr = (0o100755 if executable else 0o100644) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, data)
+    atomic_write(args.out, buffer.getvalue())
+    Console(highlight=False).print(
+        f"wrote {args.out} ({len(buffer.getvalue()) // 1024} KiB): upload it as the autograder "
+        f"of a Gradescope programming assignment ({', '.join(p.id for p in problems)}).")
+    return 0

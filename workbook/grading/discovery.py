@@ -1,0 +1,162 @@
+"""Finding submissions in an instructor's folder.
+
+Each entry of the folder is one submission: a folder holding any of the learner files (found
+at any depth, the shallowest wins) with, optionally, helper modules beside each (``*.py``
+files and packages in the same folder, importable by that file only), or a lone ``.py`` file
+whose name contains the module name.  Symbolic links are refused, never followed.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workbook import manifest
+
+#: A learner file (or helper) larger than this is refused without being run.
+MAX_FILE = 1 << 20
+#: Helper modules beside a learner file: at most this many files, this many bytes in all.
+MAX_HELPERS, MAX_HELPER_BYTES = 64, 4 << 20
+#: Folders never searched for learner files inside a submission.
+SKIP_DIRS = {"__pycache__", "__MACOSX", "node_modules", ".git", ".venv"}
+
+
+@dataclass
+class Submission:
+    name: str
+    path: Path
+    files: dict[str, Path] = field(default_factory=dict)    # problem id -> learner file
+    refused: dict[str, str] = field(default_factory=dict)   # problem id -> why not run
+
+    @staticmethod
+    def read(path: Path) -> bytes:
+        """The file's bytes, refusing to follow a link swapped in since discovery."""
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as f:
+            return f.read(MAX_FILE + 1)[:MAX_FILE]
+
+    def helpers(self, problem_id: str) -> dict[str, bytes]:
+        """The helper modules beside this problem's learner file (none for a lone file):
+        ``*.py`` files and packages of its folder, relative path -> bytes."""
+        path = self.files[problem_id]
+        if path == self.path:
+            return {}
+        found: dict[str, bytes] = {}
+        total = 0
+        folder = path.parent
+        for current, dirs, files in os.walk(folder, followlinks=False):
+            here = Path(current)
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS
+                             and (here / d / "__init__.py").is_file())
+            for name in sorted(files):
+                candidate = here / name
+                if not name.endswith(".py") or candidate == path or _refusal(candidate):
+                    continue
+                data = self.read(candidate)
+                total += len(data)
+                if len(found) >= MAX_HELPERS or total > MAX_HELPER_BYTES:
+                    return found
+                found[str(candidate.relative_to(folder))] = data
+        return found
+
+    def fingerprint(self, problem_id: str) -> str:
+        """Changes whenever what would be graded for ``problem_id`` changes."""
+        if problem_id in self.refused:
+            return "refused:" + self.refused[problem_id]
+        if problem_id not in self.files:
+            return "missing"
+        digest = hashlib.sha256(self.read(self.files[problem_id]))
+        for rel, data in sorted(self.helpers(problem_id).items()):
+            digest.update(b"\0" + rel.encode() + b"\0" + data)
+        return digest.hexdigest()[:16]
+
+
+def discover(root: Path, problems: list[manifest.Problem], *,
+             single: bool = False) -> list[Submission]:
+    """The submissions in ``root``: each folder (or ``.py`` file) is one; ``single``: root
+    itself is one.  Symbolic links are never followed."""
+    if single:
+        return [_folder_submission(root.name or "submission", root, problems)]
+    found: dict[str, Submission] = {}
+    for entry in sorted(root.iterdir()):
+        if entry.name.startswith(".") or entry.name in SKIP_DIRS:
+            continue
+        if entry.is_symlink():
+            sub = Submission(entry.name, entry)
+            sub.refused = {p.id: "a symbolic link (refused)" for p in problems}
+        elif entry.is_dir():
+            sub = _folder_submission(entry.name, entry, problems)
+        elif entry.is_file() and entry.suffix == ".py":
+            sub = _file_submission(entry, problems)
+            if sub is None:
+                continue
+        else:
+            continue
+        name = sub.name if sub.name not in found else entry.name
+        sub.name = name
+        found[name] = sub
+    return list(found.values())
+
+
+def _folder_submission(name: str, folder: Path, problems: list[manifest.Problem]) -> Submission:
+    sub = Submission(name, folder)
+    for problem in problems:
+        path = _find(folder, problem.learner_file.name)
+        if path is None:
+            continue
+        refusal = _refusal(path)
+        if refusal:
+            sub.refused[problem.id] = refusal
+        else:
+            sub.files[problem.id] = path
+    return sub
+
+
+def _file_submission(path: Path, problems: list[manifest.Problem]) -> Submission | None:
+    """A lone ``.py`` file: for the one selected problem, or the problem whose module (or
+    id) its name contains.  Its name, minus that, names the submission."""
+    if len(problems) == 1:
+        matches = problems
+    else:
+        matches = [p for p in problems if p.module in path.stem] or \
+                  [p for p in problems if path.stem.startswith(p.id)]
+    if len(matches) != 1:
+        return None
+    problem = matches[0]
+    name = path.stem.replace(problem.module, "").strip("_-. ") or path.stem
+    sub = Submission(name, path)
+    refusal = _refusal(path)
+    if refusal:
+        sub.refused[problem.id] = refusal
+    else:
+        sub.files[problem.id] = path
+    return sub
+
+
+def _find(folder: Path, filename: str) -> Path | None:
+    """The shallowest file called ``filename`` under ``folder`` (links not followed)."""
+    best: tuple[int, str, Path] | None = None
+    for current, dirs, files in os.walk(folder, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS)
+        if filename in files:
+            path = Path(current) / filename
+            depth = len(path.relative_to(folder).parts)
+            if best is None or (depth, str(path)) < best[:2]:
+                best = (depth, str(path), path)
+    return best[2] if best else None
+
+
+def _refusal(path: Path) -> str | None:
+    try:
+        info = os.lstat(path)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if stat.S_ISLNK(info.st_mode):
+        return "a symbolic link (refused)"
+    if not stat.S_ISREG(info.st_mode):
+        return "not a regular file"
+    if info.st_size > MAX_FILE:
+        return f"too large ({info.st_size} bytes; the limit is {MAX_FILE})"
+    return None

@@ -1,0 +1,221 @@
+"""What leaves the gradebook: CSV, Gradescope ``results.json``, class insight, similarity.
+
+Every export is made from the same ``Gradebook``; none of them grades anything.
+"""
+from __future__ import annotations
+
+import ast
+import csv
+import hashlib
+import io
+import json
+from collections import Counter
+from pathlib import Path
+
+from workbook import manifest
+from workbook.grading.discovery import Submission
+from workbook.grading.gradebook import Entry, Gradebook, Row, atomic_write
+
+FORMATS = ("csv", "json", "gradescope")
+#: Cells a spreadsheet would read as a formula (OWASP's list for CSV injection).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _entry(row: Row, problem: manifest.Problem) -> Entry:
+    return row.problems.get(problem.id) or Entry.placeholder(problem, "not_submitted")
+
+
+def _cell(value: object) -> object:
+    """A text cell that starts like a formula is prefixed with ``'`` so no spreadsheet
+    evaluates it; numbers stay numbers."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
+def csv_text(book: Gradebook, *, messages: bool = False) -> str:
+    """One line per submission: status, reasons, total, percent, then per problem its score,
+    status and each checkpoint's points (and, with ``messages``, its failure message)."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    head = ["submission", "status", "reasons", "total", "max_total", "percent"]
+    for p in book.problems:
+        head += [f"{p.id} score", f"{p.id} status"] + [cp.id for cp in p.checkpoints]
+        if messages:
+            head += [f"{cp.id} message" for cp in p.checkpoints]
+    writer.writerow(head)
+    max_total = sum(p.points for p in book.problems)
+    for row in book.sorted_rows():
+        line: list[object] = [row.submission, row.status, "; ".join(row.reasons), row.total,
+                              max_total, round(100 * row.total / max_total, 1) if max_total else 0]
+        for p in book.problems:
+            entry = _entry(row, p)
+            by_id = {cp.id: cp for cp in entry.checkpoints}
+            line += [entry.score, entry.status]
+            line += [entry.points.get(cp.id, 0) for cp in p.checkpoints]
+            if messages:
+                line += [(by_id[cp.id].message or "") if cp.id in by_id and
+                         by_id[cp.id].status != "passed" else "" for cp in p.checkpoints]
+        writer.writerow([_cell(v) for v in line])
+    return out.getvalue()
+
+
+def gradescope_results(row: Row, problems: list[manifest.Problem]) -> dict:
+    """Gradescope's ``results.json`` for one submission."""
+    tests, lines = [], []
+    for p in problems:
+        entry = _entry(row, p)
+        lines.append(f"{p.id}: {entry.score}/{p.points}"
+                     + (f" ({entry.reason})" if entry.reason else ""))
+        for cp in entry.checkpoints:
+            detail = cp.message or ""
+            if entry.status == "not_submitted":
+                detail = f"{p.learner_file.name} was not submitted"
+            elif entry.status == "error" and cp.status != "passed" and entry.reason:
+                detail = f"{entry.reason}. {detail}".strip() if entry.reason not in detail \
+                    else detail
+            tests.append({
+                "name": f"{p.id} · {cp.title}", "number": cp.id,
+                "score": entry.points.get(cp.id, 0),
+                "max_score": p.checkpoint(cp.id).points,
+                "status": "passed" if cp.status == "passed" else "failed",
+                "output": detail + (f"\nLooks like: {cp.pitfall}" if cp.pitfall else ""),
+                "visibility": "visible",
+            })
+    return {"score": sum(t["score"] for t in tests), "output": "\n".join(lines),
+            "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}
+
+
+def failed_results(reason: str) -> dict:
+    """A valid ``results.json`` for when the grader itself could not grade."""
+    return {"score": 0, "output": f"The autograder could not grade this submission: {reason}",
+            "visibility": "visible", "stdout_visibility": "visible", "tests": []}
+
+
+def safe_name(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name).strip(".") or "_"
+
+
+def export(book: Gradebook, fmt: str, out: Path, *, single: bool, excel: bool = False,
+           messages: bool = False) -> None:
+    if fmt == "csv":
+        text = csv_text(book, messages=messages)
+        atomic_write(out, (("\ufeff" if excel else "") + text).encode("utf-8"))
+    elif fmt == "gradescope":
+        rows = book.sorted_rows()
+        if single:
+            atomic_write(out, json.dumps(gradescope_results(rows[0], book.problems),
+                                         indent=1).encode())
+        else:
+            for row in rows:
+                atomic_write(out / safe_name(row.submission) / "results.json",
+                             json.dumps(gradescope_results(row, book.problems),
+                                        indent=1).encode())
+    # json: the gradebook itself is the export
+
+
+# -- class insight --------------------------------------------------------------------------
+
+def insight(book: Gradebook) -> dict:
+    """Per checkpoint the pass rate among graded submissions, per pitfall how many
+    submissions the checker diagnosed with it."""
+    out: dict = {}
+    for p in book.problems:
+        graded = [e for e in (r.problems.get(p.id) for r in book.sorted_rows())
+                  if e is not None and e.status in ("ok", "error")]
+        passes = Counter(cp.id for e in graded for cp in e.checkpoints if cp.status == "passed")
+        hits = Counter(name for e in graded
+                       for name in {cp.pitfall for cp in e.checkpoints if cp.pitfall})
+        n = len(graded)
+        out[p.id] = {
+            "graded": n,
+            "checkpoints": {cp.id: {"title": cp.title, "passed": passes[cp.id],
+                                    "rate": round(passes[cp.id] / n, 3) if n else None}
+                            for cp in p.checkpoints},
+            "pitfalls": {pit.name: {"title": pit.title, "submissions": hits[pit.name],
+                                    "rate": round(hits[pit.name] / n, 3) if n else None}
+                         for pit in p.pitfalls if hits[pit.name]},
+        }
+    return out
+
+
+# -- similarity -----------------------------------------------------------------------------
+
+class _Canonical(ast.NodeTransformer):
+    """Docstrings dropped and every identifier renamed in order of first use: two files that
+    differ only in names, comments, layout or docstrings come out the same."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+
+    def _name(self, name: str) -> str:
+        return self.names.setdefault(name, f"n{len(self.names)}")
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        node.id = self._name(node.id)
+        return node
+
+    def visit_arg(self, node: ast.arg) -> ast.AST:
+        node.arg = self._name(node.arg)
+        node.annotation = None
+        return node
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        self.generic_visit(node)
+        node.attr = self._name(node.attr)
+        return node
+
+    def _body(self, node):
+        body = node.body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+        if hasattr(node, "name"):
+            node.name = self._name(node.name)
+        self.generic_visit(node)
+        if hasattr(node, "returns"):
+            node.returns = None
+        return node
+
+    visit_Module = visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _body
+
+
+def normalised(source: bytes) -> str | None:
+    """The canonical text of a Python file (None if it does not parse)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    return ast.unparse(_Canonical().visit(tree))
+
+
+def similarity(submissions: list[Submission], problems: list[manifest.Problem], *,
+               threshold: float = 90.0) -> dict:
+    """Per problem: groups of submissions whose files are the same after normalisation, and
+    pairs of different ones at least ``threshold`` % alike (rapidfuzz's normalised
+    Indel similarity of the canonical texts)."""
+    from rapidfuzz import fuzz
+
+    report: dict = {}
+    for p in problems:
+        texts: dict[str, str] = {}
+        for sub in submissions:
+            if p.id in sub.files:
+                text = normalised(sub.read(sub.files[p.id]))
+                if text is not None:
+                    texts[sub.name] = text
+        by_digest: dict[str, list[str]] = {}
+        for name, text in texts.items():
+            by_digest.setdefault(hashlib.sha256(text.encode()).hexdigest(), []).append(name)
+        groups = sorted((sorted(g) for g in by_digest.values() if len(g) > 1), key=len,
+                        reverse=True)
+        firsts = [g[0] for g in by_digest.values()]  # one representative per distinct text
+        pairs = []
+        for i, a in enumerate(firsts):
+            for b in firsts[i + 1:]:
+                percent = fuzz.ratio(texts[a], texts[b], score_cutoff=threshold)
+                if percent:
+                    pairs.append({"a": a, "b": b, "percent": round(percent, 1)})
+        pairs.sort(key=lambda d: -d["percent"])
+        report[p.id] = {"identical": groups, "similar": pairs, "threshold": threshold}
+    return report

@@ -1,0 +1,205 @@
+"""The gradebook: one typed entry per submission × problem, saved whole after every change.
+
+Every pair of a batch is in the gradebook from the start: ``pending`` until its run finishes,
+so an interrupted batch never shows unfinished work as a score.  The file is replaced
+atomically (a reader or a crash sees the old or the new book, never half of each) and is
+readable by its owner's group and others (0644, as any exported file).
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from workbook import manifest
+from workbook.run import CheckpointResult
+
+FORMAT = "workbook-gradebook/2"
+#: The statuses of an entry.  ``ok``: the whole acceptance set ran (failed checkpoints earn
+#: nothing); ``error``: it did not (the reason says why); ``not_submitted``: no file;
+#: ``pending``: planned, not finished yet.
+STATUSES = ("ok", "error", "not_submitted", "pending")
+
+
+@dataclass
+class Entry:
+    """One submission × problem."""
+    status: str
+    checkpoints: list[CheckpointResult]
+    max_score: int
+    reasons: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    file: str | None = None
+    sha256: str | None = None
+    seconds: float = 0.0
+    tests_reported: int = 0
+    tests_expected: int = 0
+    output_bytes: int = 0
+    output_tail: str = ""
+    leftovers: int = 0
+    fingerprint: str | None = None
+    graded_at: str | None = None
+    points: dict[str, int] = field(default_factory=dict)  # checkpoint id -> points earned
+
+    @property
+    def reason(self) -> str | None:
+        return self.reasons[0] if self.reasons else None
+
+    @property
+    def score(self) -> int:
+        return sum(self.points.values())
+
+    @property
+    def finished(self) -> bool:
+        return self.status != "pending"
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "ok" and all(
+            cp.status == "passed" for cp in self.checkpoints if cp.kind == "core")
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["checkpoints"] = [
+            {**{k: v for k, v in asdict(cp).items() if k != "not_implemented"},
+             "points": self.points.get(cp.id, 0)} for cp in self.checkpoints]
+        data.update(reason=self.reason, score=self.score, passed=self.passed)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Entry":
+        cps = [CheckpointResult(c["id"], c["title"], c["kind"], c["status"],
+                                c.get("seconds", 0.0), c.get("message"), c.get("pitfall"),
+                                notes=c.get("notes", [])) for c in data["checkpoints"]]
+        known = set(cls.__dataclass_fields__) - {"checkpoints"}
+        return cls(checkpoints=cps, **{k: v for k, v in data.items() if k in known})
+
+    @classmethod
+    def placeholder(cls, problem: manifest.Problem, status: str,
+                    reason: str | None = None) -> "Entry":
+        """An entry with no run behind it: pending, not submitted, or refused."""
+        message = reason or {"pending": "not graded yet",
+                             "not_submitted": "not submitted"}.get(status)
+        return cls(status=status, max_score=problem.points,
+                   reasons=[reason] if reason else [],
+                   checkpoints=[CheckpointResult(cp.id, cp.title, cp.kind, status,
+                                                 message=message)
+                                for cp in problem.checkpoints])
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``data``: old or new, never half of each; ``mode`` as given."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fchmod(f.fileno(), mode)
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    try:
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError:
+        pass
+
+
+@dataclass
+class Row:
+    submission: str
+    problems: dict[str, Entry] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(e.score for e in self.problems.values())
+
+    @property
+    def reasons(self) -> list[str]:
+        return [f"{pid}: {e.reason}" for pid, e in self.problems.items()
+                if e.status == "error" and e.reason]
+
+    @property
+    def status(self) -> str:
+        if any(e.status == "pending" for e in self.problems.values()):
+            return "pending"
+        return "error" if self.reasons else "ok"
+
+
+class Gradebook:
+    """Rows by submission, one ``Entry`` per problem; saved after each change."""
+
+    def __init__(self, path: Path, problems: list[manifest.Problem], meta: dict | None = None,
+                 fresh: bool = False) -> None:
+        self.path = path
+        self.problems = problems
+        self._lock = threading.Lock()  # guards rows, meta and the file write
+        old = None if fresh else self._load(path)
+        self.meta: dict = {k: v for k, v in (old or {}).items() if k not in ("rows",)}
+        self.meta.update(meta or {}, format=FORMAT,
+                         problems=[p.id for p in problems],
+                         max_total=sum(p.points for p in problems))
+        self.meta.setdefault("created", now())
+        self.rows: dict[str, Row] = {}
+        for name, row in ((old or {}).get("rows") or {}).items():
+            self.rows[name] = Row(name, {pid: Entry.from_json(e)
+                                         for pid, e in row["problems"].items()})
+
+    @staticmethod
+    def _load(path: Path) -> dict | None:
+        try:
+            doc = json.loads(path.read_text("utf-8"))
+        except (OSError, ValueError):
+            return None
+        return doc if isinstance(doc, dict) and doc.get("format") == FORMAT else None
+
+    def entry(self, name: str, problem_id: str) -> Entry | None:
+        row = self.rows.get(name)
+        return row.problems.get(problem_id) if row else None
+
+    def finished(self, name: str, problem_id: str, fingerprint: str) -> bool:
+        entry = self.entry(name, problem_id)
+        return entry is not None and entry.finished and entry.fingerprint == fingerprint
+
+    def record(self, name: str, problem_id: str, entry: Entry, save: bool = True) -> None:
+        with self._lock:
+            self.rows.setdefault(name, Row(name)).problems[problem_id] = entry
+            if save:
+                self._save()
+
+    def keep_only(self, names: set[str]) -> None:
+        with self._lock:
+            self.rows = {n: r for n, r in self.rows.items() if n in names}
+
+    def save(self) -> None:
+        with self._lock:
+            self._save()
+
+    def _save(self) -> None:
+        self.meta["updated"] = now()
+        atomic_write(self.path, json.dumps(self.to_json(), indent=1,
+                                           ensure_ascii=False).encode("utf-8"))
+
+    def to_json(self) -> dict:
+        return {**self.meta, "rows": {
+            name: {"submission": name, "status": row.status, "total": row.total,
+                   "max_total": self.meta["max_total"], "reasons": row.reasons,
+                   "problems": {pid: e.to_json() for pid, e in row.problems.items()}}
+            for name, row in sorted(self.rows.items())}}
+
+    def sorted_rows(self) -> list[Row]:
+        return [self.rows[n] for n in sorted(self.rows)]

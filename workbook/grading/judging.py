@@ -1,0 +1,148 @@
+"""Judging one submission × problem: run it in the sandbox, believe only what the protocol
+accepts, and turn that into a gradebook ``Entry``.
+
+The score comes only from the authenticated records that follow the honest order
+(``protocol.honest_order``) against a collection of the same tests made without learner
+code; the exit code and the output only explain an error, they never earn points.
+"""
+from __future__ import annotations
+
+import hashlib
+import signal
+from pathlib import Path
+
+from workbook import manifest, run
+from workbook.grading import protocol
+from workbook.grading.discovery import Submission
+from workbook.grading.gradebook import Entry
+from workbook.grading.sandbox import runner
+
+#: How much output an error entry keeps (the tail), for the instructor's eyes only.
+OUTPUT_KEPT = 1500
+
+
+class GradeError(Exception):
+    """The batch cannot go on (not a problem with one submission)."""
+
+
+def pytest_args(problem: manifest.Problem, stage: runner.Stage,
+                collect_only: bool = False) -> list[str]:
+    return ["-p", "workbook.grading.sandbox.reporter", "-p", "pytest_timeout",
+            "-c", str(stage.dir / "pytest.ini"), "-s",
+            *run.pytest_args(problem, stage.target, None, root=stage.dir),
+            *(["--collect-only"] if collect_only else [])]
+
+
+def trusted_collection(problem: manifest.Problem, harness: runner.Harness,
+                       iso: runner.Isolation, uid: int | None) -> list[tuple[str, str]]:
+    """The acceptance set's tests in run order, as (node id, checkpoint), collected with no
+    learner code at all: the yardstick every graded run is compared with."""
+    placeholder = b'"""No learner code: the grader collects the tests."""\n'
+    with runner.Stage(harness, problem.module, placeholder, uid) as stage:
+        outcome = runner.run(stage, pytest_args(problem, stage, collect_only=True),
+                             runner.Limits.for_wall(60), iso=iso, uid=uid)
+    items = [(r.nodeid, r.checkpoint) for r in outcome.records if isinstance(r, protocol.Item)]
+    if not items or outcome.forged or outcome.violation or outcome.sandbox_error:
+        raise GradeError(f"cannot collect the acceptance set of {problem.id}: "
+                         f"{outcome.sandbox_error or outcome.output[-800:] or 'no tests'}")
+    missing = {cp.id for cp in problem.checkpoints} - {cp for _, cp in items}
+    if missing:
+        raise GradeError(f"{problem.id}: no test checks {sorted(missing)}")
+    return items
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _stop_reason(outcome: runner.Outcome, limits: runner.Limits, ended: bool) -> str | None:
+    """Why the run stopped short, in the words both the entry and its checkpoints use."""
+    if outcome.timed_out == "import":
+        return f"timed out while importing (limit {limits.import_wall:g} s)"
+    if outcome.timed_out == "run":
+        return f"timed out (limit {limits.wall:g} s)"
+    if ended or outcome.timed_out == "exit":
+        return None
+    if outcome.signal:
+        return f"crashed ({_signal_name(outcome.signal)})"
+    return f"incomplete: the test process ended early (exit code {outcome.exit_code})"
+
+
+def judge(problem: manifest.Problem, outcome: runner.Outcome,
+          trusted: list[tuple[str, str]], limits: runner.Limits, display: str,
+          stage_dir: Path, target: Path) -> Entry:
+    """One submission × problem: per-checkpoint results, points, status and reasons."""
+    verdict = protocol.honest_order(outcome.records, trusted)
+    collected: dict[str, list[str]] = {}
+    for nodeid, cp in trusted:
+        collected.setdefault(cp, []).append(nodeid)
+    records = [{"event": "collected", "tests": collected},
+               *(protocol.to_dict(r) for r in verdict.accepted)]
+    result = run.result_from_records(problem, target, records, limit=limits.wall)
+
+    def clean(text: str | None) -> str | None:
+        """Messages name the submitted file, not the temporary copy that ran."""
+        return text and text.replace(str(target), display).replace(str(stage_dir), "…")
+
+    reasons, notes = [], []
+    if outcome.sandbox_error:
+        reasons.append(f"sandbox failure: {outcome.sandbox_error}")
+    if result.import_error:
+        text = clean(result.import_error)
+        reasons.append(text if text.startswith("syntax error") else f"import error: {text}")
+    tampering = verdict.violation or outcome.violation or (
+        outcome.forged and f"{outcome.forged} forged report line(s) ignored")
+    if tampering:
+        reasons.append(f"tampered: {tampering}")
+    stopped = _stop_reason(outcome, limits, verdict.ended)
+    if outcome.timed_out == "exit" and verdict.ended:
+        notes.append(f"did not exit within {runner.EXIT_GRACE:g} s of its last test "
+                     "(a non-daemon thread?): stopped")
+    if stopped and not (reasons and stopped.startswith("incomplete")):
+        reasons.append(stopped)
+    reported = {cp: sum(1 for r in verdict.accepted if isinstance(r, protocol.TestDone)
+                        and r.checkpoint == cp) for cp in collected}
+    for cp in result.checkpoints:
+        cp.message = clean(cp.message)
+        if reported.get(cp.id, 0) < len(collected.get(cp.id, [])) and not result.import_error:
+            cp.status = "incomplete"
+            cp.message = f"not run to the end: {reasons[0] if reasons else 'not reported'}"
+    if not reasons and any(cp.status == "incomplete" for cp in result.checkpoints):
+        reasons.append("incomplete: some checkpoints were not reported")
+    if outcome.forged and verdict.violation:
+        notes.append(f"{outcome.forged} forged report line(s) ignored")
+    if outcome.output_bytes > runner.OUTPUT_TAIL:
+        notes.append(f"printed {outcome.output_bytes} bytes (only the tail is kept)")
+    if outcome.leftovers:
+        notes.append(f"{outcome.leftovers} leftover process(es) killed after the run")
+    return Entry(
+        status="error" if reasons else "ok", checkpoints=result.checkpoints,
+        max_score=problem.points, reasons=reasons, notes=notes,
+        points={cp.id: problem.checkpoint(cp.id).points
+                for cp in result.checkpoints if cp.status == "passed"},
+        seconds=round(outcome.seconds, 2), tests_expected=len(trusted),
+        tests_reported=sum(reported.values()), output_bytes=outcome.output_bytes,
+        output_tail=clean(outcome.output[-OUTPUT_KEPT:]) if reasons else "",
+        leftovers=outcome.leftovers)
+
+
+def grade_pair(problem: manifest.Problem, sub: Submission, trusted: list[tuple[str, str]],
+               harness: runner.Harness, limits: runner.Limits, iso: runner.Isolation,
+               uid: int | None) -> Entry:
+    """Stage, run and judge one submission's file for ``problem``.  Raises only for the
+    grader's own failures (``runner.run`` never raises for what learner code does)."""
+    path = sub.files[problem.id]
+    source = sub.read(path)
+    display = str(Path(sub.name) / path.relative_to(sub.path)) if path != sub.path \
+        else path.name
+    with runner.Stage(harness, problem.module, source, uid,
+                      helpers=sub.helpers(problem.id)) as stage:
+        outcome = runner.run(stage, pytest_args(problem, stage), limits, iso=iso, uid=uid)
+        entry = judge(problem, outcome, trusted, limits, display, stage.dir, stage.target)
+    if outcome.sandbox_error:
+        raise GradeError(f"the sandbox failed: {outcome.sandbox_error}")
+    entry.file, entry.sha256 = display, hashlib.sha256(source).hexdigest()
+    return entry

@@ -1,0 +1,150 @@
+"""The in-process reporter: a pytest plugin loaded into every graded run (``-p`` this module).
+
+Before the harness plugin imports the learner file it takes the per-run key from its pipe and
+routes every harness record through ``workbook.plugin.set_report_sink`` into signed protocol
+lines; with the harness's "start" record (sent just before the import) it takes a snapshot of
+everything the verdict depends on (``GUARDED``).  After the
+import, with every test result and at the end, the snapshot is compared again: a clock, a
+pytest runner or report class, a JSON encoder or a harness function that is no longer the
+object it was makes the run ``tampered`` from that record on.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import sys
+import threading
+import types
+
+import pytest
+
+from workbook.grading import protocol
+
+#: Modules whose functions and classes (and the classes' methods) the verdict relies on:
+#: the clocks the tests measure with, pytest's path from a test call to its report, the
+#: serialisation of records, and the harness itself.
+GUARDED = (
+    "time", "json", "json.encoder", "asyncio.base_events", "selectors",
+    "_pytest.runner", "_pytest.reports", "_pytest.python", "_pytest.main", "_pytest.outcomes",
+    "pluggy._callers", "pluggy._hooks",
+    "workbook.plugin", "workbook.testkit", "workbook.grading.protocol", __name__,
+)
+
+
+def _surface(module: types.ModuleType) -> dict[str, object]:
+    """``name -> object`` for a module's callables and classes, and each class's own
+    callables (``Class.name``): what replacing would change a verdict."""
+    found: dict[str, object] = {}
+    for name, value in list(vars(module).items()):
+        if isinstance(value, type):
+            found[name] = value
+            for attr, member in list(vars(value).items()):
+                if callable(member) or isinstance(member, (property, staticmethod,
+                                                           classmethod)):
+                    found[f"{name}.{attr}"] = member
+        elif callable(value):
+            found[name] = value
+    return found
+
+
+class Guard:
+    """A snapshot of the GUARDED surface; ``changed()`` names what differs now."""
+
+    def __init__(self) -> None:
+        self._snapshot: dict[str, dict[str, int]] = {}
+
+    def take(self) -> None:
+        for name in GUARDED:
+            module = sys.modules.get(name)
+            if module is not None:
+                self._snapshot[name] = {k: id(v) for k, v in _surface(module).items()}
+
+    def changed(self) -> tuple[str, ...]:
+        out = []
+        for name, before in self._snapshot.items():
+            module = sys.modules.get(name)
+            now = {k: id(v) for k, v in _surface(module).items()} if module else {}
+            out += [f"{name}.{k}" for k, v in before.items() if now.get(k) != v]
+        return tuple(out)
+
+
+class Reporter:
+    """Signs and sends records on the report pipe; pytest's own outcomes ride along."""
+
+    def __init__(self, fd: int, key: bytes) -> None:
+        lock = threading.Lock()  # guards the sequence counter and the pipe write
+        counter = itertools.count()
+        self.guard = Guard()
+        self.pytest_failed: set[str] = set()  # node ids pytest itself saw fail
+
+        def send(record: protocol.Record) -> None:
+            with lock:
+                line = protocol.encode(key, next(counter), record)
+                try:
+                    os.write(fd, line)  # one write: atomic, never interleaved with another
+                except OSError:
+                    pass  # the learner closed the pipe: what follows is lost (incomplete)
+
+        self.send = send
+
+    def emit(self, data: dict) -> None:
+        """The harness plugin's record sink."""
+        if data.get("event") == "collected":  # the grader has its own list: send the count
+            record: protocol.Record = protocol.Collected(
+                sum(map(len, data.get("tests", {}).values())))
+        else:
+            record = protocol.from_dict(data)
+        if isinstance(record, protocol.Start):  # the last record before the learner import
+            self.guard.take()
+        if isinstance(record, protocol.TestDone):
+            verdict = "failed" if record.nodeid in self.pytest_failed else "passed"
+            record = dataclasses.replace(record, pytest_outcome=verdict)
+        if isinstance(record, (protocol.Collected, protocol.TestDone, protocol.End)):
+            changed = self.guard.changed()
+            if changed:
+                self.send(protocol.Tampered(changed))
+        self.send(record)
+
+
+_REPORTER: list[Reporter] = []
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config) -> None:
+    """Before the harness plugin imports the learner file: take the key, arm the pipe."""
+    if "WORKBOOK_REPORT_FD" not in os.environ:
+        return
+    fd = int(os.environ.pop("WORKBOOK_REPORT_FD"))
+    key_fd = int(os.environ.pop("WORKBOOK_KEY_FD"))
+    key = b""
+    while len(key) < 32:
+        chunk = os.read(key_fd, 32 - len(key))
+        if not chunk:
+            break
+        key += chunk
+    os.close(key_fd)
+    os.set_inheritable(fd, False)
+    import workbook.plugin
+    import workbook.testkit  # noqa: F401 - in the snapshot before learner code runs
+    reporter = Reporter(fd, key)
+    del key
+    workbook.plugin.set_report_sink(reporter.emit)
+    _REPORTER.append(reporter)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session) -> None:
+    """The collected tests in run order, one record each (the grader compares them)."""
+    if not _REPORTER:
+        return
+    for item in session.items:
+        marker = item.get_closest_marker("checkpoint")
+        _REPORTER[0].send(protocol.Item(item.nodeid, marker.args[0] if marker else None))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logreport(report) -> None:
+    """pytest's own verdict, to compare with the harness's record of the same test."""
+    if _REPORTER and (report.failed or (report.skipped and report.when != "teardown")):
+        _REPORTER[0].pytest_failed.add(report.nodeid)
