@@ -80,6 +80,33 @@ def test_each_freed_slot_lets_exactly_one_waiting_put_in(impl):
         abandon(*putters)
 
 
+@pytest.mark.checkpoint("p03.put_blocks")
+def test_a_large_queue_is_full_at_its_capacity_too(impl):
+    # Sizes above 256 are distinct int objects: "full" must compare values, not identities.
+    capacity = 1000
+    q = filled(impl, capacity, list(range(capacity)))
+    check(call(len, q, what="len()") == capacity, f"len() of a full capacity-{capacity} queue")
+    if call(lambda: _offer_zero(q), what="offer('more', 0) on a full queue") is True:
+        fail(f"offer('more', 0) on a full capacity-{capacity} queue returned True: the queue "
+             "did not see that it was full")
+    putter = start_daemon(q.put, "more", name="putter")
+    try:
+        wait_parked(putter, f"put() on a full capacity-{capacity} queue", q=q)
+        check(call(q.take, what="take()") == 0, "take() should return the oldest item, 0")
+        finish(putter, "put('more') after take() freed a slot", pitfall="missing_notify")
+        got = call(lambda: [q.take() for _ in range(capacity)], what="draining the queue")
+        check(got == list(range(1, capacity)) + ["more"], "the items did not come out in order")
+    finally:
+        abandon(putter)
+
+
+def _offer_zero(q):
+    try:
+        return q.offer("more", 0)
+    except NotImplementedError:
+        return None
+
+
 # -- take blocks while empty ----------------------------------------------------------------
 
 @pytest.mark.checkpoint("p03.take_blocks")
