@@ -86,9 +86,6 @@ def test_a_large_queue_is_full_at_its_capacity_too(impl):
     capacity = 1000
     q = filled(impl, capacity, list(range(capacity)))
     check(call(len, q, what="len()") == capacity, f"len() of a full capacity-{capacity} queue")
-    if call(lambda: _offer_zero(q), what="offer('more', 0) on a full queue") is True:
-        fail(f"offer('more', 0) on a full capacity-{capacity} queue returned True: the queue "
-             "did not see that it was full")
     putter = start_daemon(q.put, "more", name="putter")
     try:
         wait_parked(putter, f"put() on a full capacity-{capacity} queue", q=q)
@@ -98,13 +95,6 @@ def test_a_large_queue_is_full_at_its_capacity_too(impl):
         check(got == list(range(1, capacity)) + ["more"], "the items did not come out in order")
     finally:
         abandon(putter)
-
-
-def _offer_zero(q):
-    try:
-        return q.offer("more", 0)
-    except NotImplementedError:
-        return None
 
 
 # -- take blocks while empty ----------------------------------------------------------------

@@ -73,6 +73,12 @@ def test_the_default_timeout_is_zero_and_never_blocks(impl):
           "offer('b') on a full queue should return False")
     check(_never_parks(q.poll, "poll() on a queue holding 'a'") == "a",
           "poll() should then return 'a'")
+    big = 300  # above 256 equal ints are distinct objects: "full" must compare values
+    q = call(lambda: impl.BoundedBlockingQueue(big), what=f"creating a capacity-{big} queue")
+    call(lambda: [q.put(i) for i in range(big)], what=f"filling it with {big} items")
+    check(_never_parks(lambda: q.offer("more"), f"offer() on a full capacity-{big} queue")
+          is False, f"offer('more') on a full capacity-{big} queue should return False")
+    check(call(len, q, what="len()") == big, "a refused offer() must not change the queue")
 
 
 @pytest.mark.checkpoint("p03.timeouts")
