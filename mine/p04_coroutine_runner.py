@@ -3,9 +3,10 @@
 Your task: rebuild the machinery behind tornado's generator coroutines.
 
 * ``Future`` -- a result that is not there yet; callbacks run when it completes.
-* ``IOLoop`` -- one thread's event loop: each turn runs the callbacks queued so far, then the
-  due timeouts, then sleeps in ``select()`` until a deadline or a byte on the waker.
-  ``add_callback`` is the one method other threads may call.
+* ``IOLoop`` -- one thread's event loop: each turn runs the callbacks queued and the timeouts
+  due when it began, then sleeps in ``select()`` until a deadline or a byte on the waker.
+  Other threads may call ``add_callback`` and nothing else, as in tornado; to stop a loop
+  from another thread, ``loop.add_callback(loop.stop)``.
 * ``coroutine`` and ``_Runner`` -- the trampoline: resume the generator with ``send`` (or
   ``throw``) whenever the Future it yielded is done.
 
@@ -90,6 +91,8 @@ _current = threading.local()  # .loop: the IOLoop of the calling thread
 class IOLoop:
     """One thread's event loop.
 
+    A new ``IOLoop()`` becomes the current loop of the thread that makes it (as in tornado 6).
+
     Attributes:
         wakeups_scheduled: the number of waker writes made by ``add_callback``.
     """
@@ -110,11 +113,11 @@ class IOLoop:
         self._thread_ident = threading.get_ident()
         self._running = False
         self._stopped = False
-        # TODO: anything else your loop needs
+        # TODO: anything else your loop needs (a new loop becomes its thread's current loop)
 
     @staticmethod
     def current() -> "IOLoop":
-        """The calling thread's loop, created on first use (see ``_current``)."""
+        """The calling thread's current loop; a new one if it has none (see ``_current``)."""
         raise NotImplementedError  # TODO
 
     def time(self) -> float:
@@ -127,7 +130,8 @@ class IOLoop:
         Thread-safe; never runs the callback itself.  A caller on another thread writes one
         byte to the waker (non-blocking) only when the list was empty -- decided and
         appended under one lock -- and counts it in ``wakeups_scheduled``.  A caller on the
-        loop thread never writes to the waker.
+        loop thread never writes to the waker.  On a closed loop the callback is dropped
+        (no error), as in tornado.
         """
         raise NotImplementedError  # TODO
 
@@ -144,30 +148,36 @@ class IOLoop:
         raise NotImplementedError  # TODO
 
     def start(self) -> None:
-        """Run turns until stop().  One turn:
+        """Run turns until stop(); meanwhile this is the thread's current loop, and when
+        start() returns the thread has its previous current loop back.  One turn:
 
-        1. run the callbacks that were queued when the turn began (ones they add wait for
-           the next turn);
-        2. run the timeouts that are due;
-        3. sleep in the selector: 0 if callbacks are pending, else until the next deadline,
-           else forever -- and read what the waker received.
+        1. the callbacks that were queued when the turn began run, in arrival order (ones
+           they add wait for the next turn);
+        2. then the timeouts that were due when the turn began run, in deadline order (one
+           that falls due during the turn, or a ``call_later(0)`` added by a callback, waits
+           for the next turn; one removed meanwhile never runs);
+        3. then the loop sleeps in the selector: not at all if callbacks are pending, else
+           until the next deadline, else until the waker receives a byte.
         A callback that raises is logged; the loop goes on.
         """
         raise NotImplementedError  # TODO
 
     def stop(self) -> None:
-        """Make start() return after the current turn (wake the loop if called elsewhere)."""
+        """Make start() return after the current turn.  Loop thread only (from another
+        thread: ``add_callback(loop.stop)``)."""
         raise NotImplementedError  # TODO
 
     def run_sync(self, func, timeout: float | None = None):
         """Start the loop, call ``func()`` on it, stop when its Future is done.
 
         ``func`` is a coroutine function or a plain function.  Returns the result or raises
-        the exception; raises ``TimeoutError`` if ``timeout`` seconds pass first."""
+        the exception; raises ``TimeoutError`` if ``timeout`` seconds pass first.  The loop
+        is the thread's current loop while it runs (see start())."""
         raise NotImplementedError  # TODO
 
     def close(self) -> None:
-        """Release the selector and the waker sockets."""
+        """Release the selector and the waker sockets.  If this was the thread's current
+        loop, the loop that was current when this one was made (if still open) is again."""
         raise NotImplementedError  # TODO
 
 
@@ -206,14 +216,16 @@ class _Runner:
     def run(self) -> None:
         """Resume the generator for as long as the Future it waits for is already done.
 
-        A loop, not recursion: 10 000 done Futures in a row must not grow the stack.  Guard
-        against re-entry with ``running``."""
+        Guarantees: 10 000 done Futures in a row do not grow the stack (no RecursionError),
+        and a call made while run() is already running returns at once (no re-entry)."""
         raise NotImplementedError  # TODO
 
     def _wait_for(self, yielded) -> None:
         """Arrange for run() to be called once ``yielded`` is ready.
 
         Future: when done (add_future).  ``moment`` or None: on the next turn.  A list or
-        dict of Futures: when all are done (results in the same shape and order; the first
-        failure propagates).  Anything else: BadYieldError, thrown into the generator."""
+        dict of Futures: when every child has finished, even after a failure (results in
+        the same shape and order; if any failed, the first failure in yield order is
+        raised and the later ones are logged).  Anything else: BadYieldError, thrown into
+        the generator."""
         raise NotImplementedError  # TODO

@@ -863,10 +863,14 @@ def run_sync_outcomes(api, log):
     def plain_raises():
         raise PermissionError("from the plain function")
 
-    log(f"run_sync(later) gives {loop.run_sync(later)!r}")
+    log(f"run_sync(later) gives {loop.run_sync(later, timeout=BOUND)!r}")
+    start = time.monotonic()
+    loop.run_sync(lambda: None, timeout=BOUND)
+    log("run_sync(a plain function, timeout) returns when it is done, not at the timeout: "
+        f"{time.monotonic() - start < BOUND / 2}")
     for fn in (broken, plain_raises):
         try:
-            loop.run_sync(fn)
+            loop.run_sync(fn, timeout=BOUND)
         except Exception as e:  # noqa: BLE001 - recorded
             log(f"run_sync({fn.__name__}) raises {type(e).__name__}: {e}")
     start = time.monotonic()
@@ -878,14 +882,13 @@ def run_sync_outcomes(api, log):
             f"on time: {0.19 <= elapsed <= 0.2 + 1.5}")
     else:
         log("run_sync(never done, timeout=0.2) returned")
-    log(f"run_sync again afterwards gives {loop.run_sync(later)!r}")
+    log(f"run_sync again afterwards gives {loop.run_sync(later, timeout=BOUND)!r}")
     loop.close()
 
 
 def add_callback_on_a_closed_loop_is_dropped(api, log):
     """add_callback on a closed loop, from its thread or another one: no error, never runs."""
     loop = api.IOLoop()
-    loop.run_sync(lambda: None)
     loop.close()
     outcome = {}
 
@@ -1006,6 +1009,7 @@ SCENARIOS: dict[str, tuple[Callable, list[str]]] = {
         "... and asking again gives the same one: True"]),
     "run_sync_outcomes": (run_sync_outcomes, [
         "run_sync(later) gives 'coroutine result'",
+        "run_sync(a plain function, timeout) returns when it is done, not at the timeout: True",
         "run_sync(broken) raises ArithmeticError: from the coroutine",
         "run_sync(plain_raises) raises PermissionError: from the plain function",
         "run_sync(never done, timeout=0.2) raises TimeoutError on time: True",

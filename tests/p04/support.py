@@ -10,8 +10,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from workbook.testkit import (BOUND, DaemonThread, asleep_in_selector, fail, interrupt_thread,
-                              start_daemon)
+from workbook.testkit import (BOUND, DaemonThread, asleep_in_selector, fail, finished,
+                              interrupt_thread, start_daemon, wait_event)
 
 LOCK_TYPE = type(threading.Lock())
 
@@ -84,11 +84,10 @@ def run_on_fresh_loop(impl, main: Callable[[], Any], *, what: str, timeout: floa
                 pass
 
     thread = start_daemon(body, name="ioloop")
-    thread.join(timeout + BOUND)
-    if thread.is_alive():
+    if not finished(thread, timeout + BOUND, what=f"{what}: run_sync"):
         interrupt_thread(thread)
-        fail(f"{what}: run_sync(main, timeout={timeout:g}) had not returned after "
-             f"{timeout + BOUND:g} s (the loop is stuck)", pitfall=pitfall)
+        fail(f"{what}: run_sync(main, timeout={timeout:g}) had not returned (the loop is "
+             f"stuck, or still running after {timeout + BOUND:g} s)", pitfall=pitfall)
     if isinstance(thread.error, TimeoutError):
         fail(f"{what}: not finished within {timeout:g} s (run_sync raised TimeoutError)",
              pitfall=pitfall)
@@ -101,10 +100,10 @@ def run_in_fresh_thread(body: Callable[[], Any], *, what: str, timeout: float = 
                         pitfall: str | None = None) -> Any:
     """``body()`` in a new daemon thread (bounded); its result, or what it raised."""
     thread = start_daemon(body, name="scenario")
-    thread.join(timeout)
-    if thread.is_alive():
+    if not finished(thread, timeout, what=what):
         interrupt_thread(thread)
-        fail(f"{what}: had not finished after {timeout:g} s (a loop is stuck)", pitfall=pitfall)
+        fail(f"{what}: had not finished (a loop is stuck, or still running after "
+             f"{timeout:g} s)", pitfall=pitfall)
     if thread.error is not None:
         raise thread.error
     return thread.result
@@ -173,7 +172,7 @@ class ServedLoop:
         """Park the loop thread inside a callback until the gate is opened."""
         gate = Gate()
         self.loop.add_callback(gate.hold)
-        if not gate.entered.wait(BOUND):
+        if not wait_event(gate.entered, BOUND, what="a gate callback added from another thread"):
             fail(f"a callback added from another thread did not run within {BOUND:g} s "
                  "(the loop was not woken)", pitfall="never_wake")
         return gate
@@ -192,7 +191,7 @@ class ServedLoop:
                 done.set()
 
         self.loop.add_callback(run)
-        if not done.wait(BOUND):
+        if not wait_event(done, BOUND, what=what):
             fail(f"{what}: a callback added from the test thread did not run within "
                  f"{BOUND:g} s", pitfall="never_wake" if self.idle() else None)
         if "error" in box:
