@@ -88,7 +88,12 @@ def test_a_producer_that_looked_before_the_loop_drained_still_wakes_it(served):
             # unless this line is inside add_callback's critical section (guarded by
             # something that is not a Lock, say a Semaphore): then the loop waits for this
             # thread, the wait is seen stuck at once, and the producer simply goes on.
-            if wait_event(first_ran, BOUND, what="the loop to run the callback queued first"):
+            # (The bounded wait runs in a helper thread: this function runs inside a trace
+            # callback, where the stuck detector's own work must not happen.)
+            waiter = start_daemon(wait_event, first_ran, BOUND, name="seam-waiter",
+                                  what="the loop to run the callback queued first")
+            waiter.join()  # bounded: wait_event returns within BOUND
+            if waiter.result:
                 served.wait_idle()
 
         producer = start_daemon(traced_call, loop, lambda: loop.add_callback(second_ran.set),
