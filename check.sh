@@ -24,6 +24,7 @@ case "${1:-}" in
     bench) extra="bench" ;;
     grade|gradescope-bundle) extra="grade" ;;
     mutate) extra="mutate" ;;
+    serve|site) extra="web" ;;
 esac
 extras="${extra:+[$extra]}"
 stamp="$venv/.installed${extra:+-$extra}"

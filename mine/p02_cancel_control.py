@@ -36,9 +36,9 @@ class Control:
     writer: socket.socket
 
     def __init__(self) -> None:
-        """Create the socket pair (both ends non-blocking) and the ``threading.Event``."""
-        # TODO: the socket pair, the Event, and whatever you need to know that run() has
-        #       taken this control / that it is closed (guard that state with a lock).
+        """A new, unused control: ``reader`` and ``writer`` are the two ends of a
+        ``socket.socketpair()``, both non-blocking; no stop has been requested."""
+        # TODO
         raise NotImplementedError("Control.__init__")
 
     @property
@@ -48,21 +48,24 @@ class Control:
         raise NotImplementedError("Control.stop_requested")
 
     def request_stop(self) -> None:
-        """Ask the loop to stop: any thread, any number of times; never blocks.
+        """Ask the loop to stop: callable from any thread, any number of times; never
+        blocks and never raises while the control is in use.
 
-        Set the Event **first**, then ``writer.send(b"Q")``.  A ``BlockingIOError`` (buffer
-        full) means a wakeup is already pending: drop the byte.  After ``run()`` has finished
-        with this control, raise ``RuntimeError``.
+        The state is recorded **before** the notification byte is written: whoever is
+        woken by the byte already sees ``stop_requested``.  A full buffer
+        (``BlockingIOError``) means a wakeup is already pending, so that byte is dropped.
+        After ``run()`` has finished with this control (or after ``close()``), raises
+        ``RuntimeError``.
         """
         # TODO
         raise NotImplementedError("Control.request_stop")
 
     def drain(self) -> int:
-        """Loop side: one ``recv`` of at most 4096 bytes; return how many were read.
+        """Loop side: read at most 4096 pending bytes in one call; return how many.
 
         Nothing there (``EAGAIN``, i.e. ``BlockingIOError``) returns 0.  EOF (``recv``
-        returns ``b""``: the writer end was closed) raises ``ConnectionError``.  Never read in
-        a loop until empty.
+        returns ``b""``: the writer end was closed) raises ``ConnectionError``.  A flood of
+        bytes is never read to the end in one call; what is left stays for the next call.
         """
         # TODO
         raise NotImplementedError("Control.drain")
@@ -105,23 +108,31 @@ def run(dials: Sequence[Dial], control: Control,
         timeout: float | None = None) -> list[DialResult]:
     """Wait for every dial to finish, for a stop request, or for the deadline.
 
-    1. Validate first: ``dials`` is a sequence of ``Dial`` with unique names and open,
-       non-blocking sockets; ``control`` is an unused, open ``Control``; ``timeout`` is None
-       or >= 0.  Otherwise raise ``TypeError``/``ValueError`` and close nothing.
-    2. From then on ``run`` owns every dial socket and the control.  On return and on any
-       exception: every socket is unregistered from the selector, then closed; the
-       selector is closed; the control is closed.
-    3. Create the selector with ``selectors.DefaultSelector()`` here, at call time.  One
-       ``select()`` watches every dial (``EVENT_WRITE``: ``SO_ERROR == 0`` → "connected",
-       else "failed" with that errno) and ``control.reader`` (``EVENT_READ``).
-    4. No polling: with no deadline, wait with no timeout.
-    5. Control readable → ``drain()`` once, then look at ``stop_requested``.  A byte without
-       the state does not stop anything.  Stop requested (even before ``run`` began) →
-       unfinished dials are "cancelled", finished ones keep their status, return promptly.
-       Deadline passed → unfinished dials are "timeout".  EOF on the control → clean up and
-       raise ``ConnectionError``.
+    Arguments: ``dials`` is a sequence of ``Dial`` with unique names and open, non-blocking
+    sockets; ``control`` is an unused, open ``Control``; ``timeout`` is None (no deadline)
+    or any number of seconds >= 0 (``0`` has passed already; ``float("inf")`` is a very long
+    deadline).  Anything else raises ``TypeError``/``ValueError`` and closes nothing: the
+    sockets stay the caller's.
 
-    Returns one ``DialResult`` per dial, in the order given.
+    Ownership: once the arguments are accepted, ``run`` owns every dial socket and the
+    control.  When it returns *and* when it raises, every socket has been unregistered from
+    the selector before it was closed, the selector is closed and the control is closed.
+
+    Test hook: the selector is made with ``selectors.DefaultSelector()`` when ``run`` is
+    called (the tests put an instrumented subclass there; it accepts sockets, objects with
+    ``fileno()`` and raw descriptors).  One wait watches every dial for ``EVENT_WRITE``
+    and ``control.reader`` for ``EVENT_READ``.
+
+    Outcomes: a finished connect is "connected" when ``SO_ERROR`` is 0, else "failed" with
+    that errno in ``error``.  A stop request (even one made before ``run`` began) makes
+    every unfinished dial "cancelled" and ``run`` return within milliseconds; finished
+    dials keep their status.  A notification byte without a stop request stops nothing.
+    At the deadline every unfinished dial is "timeout".  EOF on the control raises
+    ``ConnectionError``.  Returns one ``DialResult`` per dial, in the order given, as soon
+    as every dial has finished.
+
+    No polling: while nothing is ready the loop sleeps; it wakes only for readiness (or
+    the deadline), never on a timer of its own.
     """
     # TODO
     raise NotImplementedError("run")

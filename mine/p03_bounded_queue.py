@@ -4,11 +4,12 @@ Your file. Fill in every ``# TODO`` and remove the ``raise NotImplementedError``
 Run ``./check.sh p03`` to see which checkpoints pass.
 
 Rules of the exercise:
-- Use ``threading`` primitives (Lock, Condition; Semaphore if you like). No ready-made
-  blocking queue underneath: not ``queue.Queue``, ``queue.SimpleQueue``, ``asyncio.Queue``
-  or a ``multiprocessing`` queue.
-- A thread that has to wait must wait *in a Condition* (``cond.wait()``), which releases
-  the lock while it sleeps. Never spin, never ``time.sleep`` while holding the lock.
+- Build it from ``threading`` primitives. No ready-made blocking queue underneath: not
+  ``queue.Queue``, ``queue.SimpleQueue``, ``asyncio.Queue`` or a ``multiprocessing`` queue.
+- A thread that has to wait sleeps until it is woken, with the lock released: it never
+  spins, never polls, never sleeps while holding the lock. The checks judge this from
+  behaviour (a waiting thread uses no CPU; other threads can still use the queue), not from
+  which primitive you wait on.
 - ``offer``, ``poll`` and ``shutdown`` are follow-up extensions. Leave them raising
   ``NotImplementedError`` until the core passes; they are then reported "not attempted".
 """
@@ -45,13 +46,8 @@ class BoundedBlockingQueue(Generic[T]):
         ``capacity`` must be an ``int`` greater than 0; ``bool`` is not accepted.
         Raise ``TypeError`` for a wrong type and ``ValueError`` for a value <= 0.
         """
-        # TODO: validate capacity.
-        # TODO: the representation: a fixed list of `capacity` slots used as a ring, with
-        #       the index of the oldest item, the index of the next free slot, and a count.
-        #       Write the invariants that tie these fields together as comments here.
-        # TODO: one threading.Lock guarding all of it, and two threading.Conditions on that
-        #       same lock: one for "not empty" (takers wait on it) and one for "not full"
-        #       (putters wait on it). Say in a comment who waits on each and who notifies it.
+        # TODO: validate capacity, then set up the state and what guards it. Write the
+        #       invariants that tie your fields together as comments here.
         raise NotImplementedError("BoundedBlockingQueue.__init__")
 
     @property
@@ -71,20 +67,19 @@ class BoundedBlockingQueue(Generic[T]):
         ``None`` is rejected with ``TypeError`` (or ``ValueError``) before any locking:
         ``poll`` uses ``None`` to mean "no item".
         If an exception is raised while waiting (a signal handler interrupting the main
-        thread, say), it propagates, the queue is left unchanged and the lock is released.
+        thread, say), it propagates, the queue is left unchanged and the lock is released;
+        no other waiting thread is left asleep because of it.
         """
-        # TODO: reject None.
-        # TODO: under the lock, wait on "not full" in a `while` loop, then store the item,
-        #       advance the tail, grow the count, and notify a waiting taker.
+        # TODO
         raise NotImplementedError("BoundedBlockingQueue.put")
 
     def take(self) -> T:
         """Remove and return the oldest item, waiting while the queue is empty.
 
-        The queue must not keep a reference to the item it returns: clear the slot.
+        The queue keeps no reference to the item it returns. An exception raised while
+        waiting propagates, as in ``put``, and nothing is taken.
         """
-        # TODO: under the lock, wait on "not empty" in a `while` loop, then read the oldest
-        #       item, clear its slot, advance the head, shrink the count, notify a putter.
+        # TODO
         raise NotImplementedError("BoundedBlockingQueue.take")
 
     # ---- extensions (follow-up questions), checked separately ----
@@ -93,9 +88,9 @@ class BoundedBlockingQueue(Generic[T]):
         """Like ``put``, but give up after ``timeout`` seconds and return ``False``.
 
         ``timeout=0`` never blocks; ``None`` waits as long as it takes (then returns
-        ``True``). Compute one deadline on entry with ``time.monotonic()`` and, after every
-        wakeup, wait only for the time that is left. Return ``True`` once the item is queued.
-        After ``shutdown()`` raise ``ShutDown``.
+        ``True``). Otherwise the call gives up ``timeout`` seconds after it started (by the
+        monotonic clock), however often it is woken meanwhile. Return ``True`` once the item
+        is queued. ``None`` is refused as in ``put``. After ``shutdown()`` raise ``ShutDown``.
         """
         # TODO (extension)
         raise NotImplementedError("BoundedBlockingQueue.offer")
@@ -117,6 +112,5 @@ class BoundedBlockingQueue(Generic[T]):
         ``immediate=True`` the queued items are discarded first. Every thread blocked in
         put/take/offer/poll must wake up and observe the new state.
         """
-        # TODO (extension): set the flag under the lock, make every wait loop look at it,
-        #       and wake *all* waiters on both conditions.
+        # TODO (extension)
         raise NotImplementedError("BoundedBlockingQueue.shutdown")

@@ -24,6 +24,15 @@ __all__ = ["Control", "Dial", "DialResult", "dial", "run"]
 #: The most ``drain()`` reads in one call, so a flood of presses cannot starve the dials.
 DRAIN_CHUNK = 4096
 
+#: The longest single ``select()`` wait.  epoll and poll count their timeout in C ``int``
+#: milliseconds (about 24.8 days), so ``select(1e12)`` raises ``OverflowError``; a longer
+#: deadline is simply waited for in several waits.
+MAX_WAIT = 86400.0
+
+#: A deadline further away than this (``inf``, ``1e12``, ``10**400``) is treated as this far:
+#: about 3e10 years, and still a float that every clock arithmetic accepts.
+FOREVER = 1e18
+
 
 class Control:
     """The control channel: stop state plus a wakeup socket pair.
@@ -140,7 +149,7 @@ def run(dials: Sequence[Dial], control: Control,
     _validate(dials, control, timeout)
     control._claim()
     # From here on every socket is ours to close, whatever happens.
-    deadline = None if timeout is None else time.monotonic() + timeout
+    deadline = None if timeout is None else time.monotonic() + min(timeout, FOREVER)
     results: dict[str, DialResult] = {}
     sel = None
     try:
@@ -152,7 +161,8 @@ def run(dials: Sequence[Dial], control: Control,
         # The flag is read before the first wait too: a stop requested before run() began
         # returns at once, every dial "cancelled".
         while len(results) < len(dials) and not control.stop_requested:
-            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            wait = None if deadline is None else min(max(0.0, deadline - time.monotonic()),
+                                                     MAX_WAIT)
             # The only place the loop sleeps: it wakes for a finished connect or a
             # notification byte, never just to look at the flag (no polling).
             for key, _ in sel.select(wait):

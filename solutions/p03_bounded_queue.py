@@ -76,6 +76,18 @@ class BoundedBlockingQueue(Generic[T]):
         self._not_full.notify()  # one freed slot can satisfy exactly one putter
         return item  # type: ignore[return-value]
 
+    def _wait(self, cond: threading.Condition, timeout: float | None = None) -> bool:
+        """``cond.wait(timeout)`` that never loses a wakeup when an exception leaves it."""
+        try:
+            return cond.wait(timeout)
+        except BaseException:
+            # An interrupt that lands right after a notify() ends the wait of the very
+            # thread that notify() chose: the wakeup would be lost, and a waiter the queue
+            # could serve would sleep on. Pass it on (the lock is held again here); a
+            # needless wakeup costs one re-check of the `while`.
+            cond.notify()
+            raise
+
     # ---- core ----
 
     def put(self, item: T) -> None:
@@ -85,10 +97,10 @@ class BoundedBlockingQueue(Generic[T]):
         with self._lock:
             # `while`, not `if`: a wakeup only says the state *may* have changed. Another
             # putter can take the freed slot before we get the lock back, and wakeups can
-            # be spurious. If an exception (an interrupt) leaves wait(), `with` releases
+            # be spurious. If an exception (an interrupt) leaves the wait, `with` releases
             # the lock and nothing has been changed.
             while self._size == self._capacity and not self._closed:
-                self._not_full.wait()  # releases _lock while asleep, retakes it to return
+                self._wait(self._not_full)  # releases _lock while asleep, retakes it
             if self._closed:
                 raise ShutDown("put() on a shut-down queue")
             self._insert(item)
@@ -97,7 +109,7 @@ class BoundedBlockingQueue(Generic[T]):
         """Remove and return the oldest item, waiting while the queue is empty."""
         with self._lock:
             while self._size == 0 and not self._closed:
-                self._not_empty.wait()
+                self._wait(self._not_empty)
             if self._size == 0:  # shut down and drained
                 raise ShutDown("take() on a shut-down, empty queue")
             return self._remove()
@@ -113,12 +125,12 @@ class BoundedBlockingQueue(Generic[T]):
         deadline = None if timeout is None else time.monotonic() + timeout
         while not ready() and not self._closed:
             if deadline is None:
-                cond.wait()
+                self._wait(cond)
                 continue
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
-            cond.wait(remaining)
+            self._wait(cond, remaining)
         return True
 
     def offer(self, item: T, timeout: float | None = 0.0) -> bool:

@@ -16,13 +16,13 @@ from pathlib import Path
 
 from rich.console import Console
 
-from workbook import ROOT, manifest, progress, render, variants
+from workbook import ROOT, book_sections, manifest, progress, render, variants
 from workbook.run import Result, UsageError, run_check
 
 console = Console(highlight=False)
 errors = Console(stderr=True, highlight=False)
 COMMANDS = ("all", "list", "status", "hint", "book", "demo", "bench", "grade",
-            "gradescope-bundle", "selftest", "mutate")
+            "gradescope-bundle", "selftest", "mutate", "serve", "site")
 
 
 def _problem(problem_id: str) -> manifest.Problem:
@@ -44,6 +44,9 @@ def _check_parser(prog: str) -> argparse.ArgumentParser:
                        help="check a wrong variant (one sentence of the contract broken)")
     parser.add_argument("--show", action="store_true",
                         help="with --pitfall/--wrong: print the change instead of checking")
+    parser.add_argument("--refresh", action="store_true",
+                        help="with --pitfall/--wrong: rewrite the diff against the current "
+                             "reference (while it still applies)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--repeat", type=int, default=1, metavar="N",
                         help="run the set N times and report how many runs failed")
@@ -73,11 +76,16 @@ def _variant(problem: manifest.Problem, args: argparse.Namespace) -> variants.Va
 def cmd_check(problem_id: str, argv: list[str]) -> int:
     problem = _problem(problem_id)
     args = _check_parser(f"check.sh {problem_id}").parse_args(argv)
-    if args.show:
+    if args.show or args.refresh:
         variant = _variant(problem, args)
         if variant is None:
-            raise UsageError("--show goes with --pitfall NAME or --wrong NAME")
-        variants.show(variant, console)
+            raise UsageError("--show and --refresh go with --pitfall NAME or --wrong NAME")
+        if args.refresh:
+            changed = variants.refresh(variant)
+            console.print(f"{render.shown_path(variant.source)}: "
+                          f"{'rewritten' if changed else 'already up to date'}")
+        if args.show:
+            variants.show(variant, console)
         return 0
     if args.repeat < 1:
         raise UsageError("--repeat needs a whole number of at least 1")
@@ -178,14 +186,39 @@ def cmd_hint(argv: list[str]) -> int:
 
 def cmd_book(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="check.sh book", description="Read a chapter.")
-    parser.add_argument("problem")
+    parser.add_argument("problem", help="pNN, or 'designs' for the closing chapter")
     parser.add_argument("--answers", action="store_true", help="open every answer fold")
+    parser.add_argument("--section", metavar="NAME",
+                        help="show one section (fuzzy match on its title or anchor)")
     args = parser.parse_args(argv)
+    if args.problem in book_sections.EXTRA:
+        return _book_extra(args.problem, args)
     problem = _problem(args.problem)
     path = problem.chapter_file
     if not path.is_file():
         raise UsageError(f"missing chapter {render.shown_path(path)}")
-    console.print(_chapter_view(problem, answers=args.answers))
+    blocks = None
+    if args.section:
+        from workbook import chapters
+        chapter = chapters.load(problem)
+        blocks = chapter.section(_find_section(chapter, args.section).anchor)
+    console.print(_chapter_view(problem, answers=args.answers, blocks=blocks))
+    return 0
+
+
+def _find_section(chapter, name: str):
+    try:
+        return book_sections.find(chapter, name)
+    except book_sections.NoSection as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _book_extra(name: str, args: argparse.Namespace) -> int:
+    """A chapter that belongs to no problem (``book designs``)."""
+    from workbook import bookview
+    chapter = book_sections.load_extra(name)
+    blocks = chapter.section(_find_section(chapter, args.section).anchor) if args.section else None
+    console.print(bookview.chapter_view(chapter, answers=args.answers, blocks=blocks))
     return 0
 
 
@@ -252,6 +285,11 @@ def cmd_selftest(argv: list[str]) -> int:
     return subprocess.call(command, cwd=ROOT)
 
 
+def cmd_web(kind: str, argv: list[str]) -> int:
+    """``serve`` / ``site``: the workbook in the browser (the ``web`` extra)."""
+    return _delegate(kind, f"workbook.web.{'server' if kind == 'serve' else 'site'}", argv)
+
+
 def _no_args(name: str, argv: list[str]) -> None:
     if argv:
         raise UsageError(f"'{name}' takes no arguments")
@@ -260,6 +298,7 @@ def _no_args(name: str, argv: list[str]) -> None:
 HANDLERS = {"all": cmd_all, "list": cmd_list, "status": cmd_status, "hint": cmd_hint,
             "book": cmd_book, "demo": cmd_demo, "bench": cmd_bench, "grade": cmd_grade,
             "selftest": cmd_selftest, "mutate": cmd_mutate,
+            "serve": lambda argv: cmd_web("serve", argv), "site": lambda argv: cmd_web("site", argv),
             "gradescope-bundle": lambda argv: int(
                 importlib.import_module("workbook.grading.bundle").main(argv))}
 

@@ -75,3 +75,12 @@ def record_hint(problem_id: str, level: int) -> None:
     with _update() as data:
         e = data["problems"].setdefault(problem_id, {})
         e["hints_seen"] = max(level, int(e.get("hints_seen", 0)))
+
+
+def unmark_done(problem_id: str) -> None:
+    """Undo ``mark_done`` (the web page's "undo"); the rest of the entry stays."""
+    with _update() as data:
+        e = data["problems"].get(problem_id)
+        if e is not None:
+            e.pop("done_at", None)
+            e.pop("file", None)

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -244,12 +245,14 @@ def _checkpoint_status(cp: manifest.Checkpoint, runs: list[dict], expected: int 
 
 def iter_check(problem: manifest.Problem, target: Path, *, time_limit: float | None = None,
                python: str = sys.executable, env: dict | None = None,
-               poll: float = 0.02) -> Iterator[dict | Result]:
+               poll: float = 0.02,
+               cancel: threading.Event | None = None) -> Iterator[dict | Result]:
     """Run ``problem``'s acceptance set against ``target`` like ``run_check``, yielding each
     report record (a dict) as soon as the run has written it, then the ``Result`` that
     ``run_check`` would have returned.  Each record gets ``reported_at``: the wall-clock
     time (``time.time()``) at which the report file last changed before it was read.
-    Closing the generator early stops the run (its whole process group)."""
+    Closing the generator early, or setting ``cancel``, stops the run (its whole process
+    group); a cancelled run reports what finished before, like one that hit its limit."""
     target = Path(target).resolve()
     if not target.is_file():
         raise UsageError(f"no such file: {target}")
@@ -290,7 +293,7 @@ def iter_check(problem: manifest.Problem, target: Path, *, time_limit: float | N
                             yield {**rec, "reported_at": stamp}
                     if finished:
                         break
-                    if time.monotonic() - started > limit:
+                    if time.monotonic() - started > limit or (cancel and cancel.is_set()):
                         killed = True
                         break
                     time.sleep(poll)

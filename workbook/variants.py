@@ -13,6 +13,7 @@ above it) is applied by GNU patch with no fuzz, i.e. only where its context matc
 """
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 import shutil
@@ -183,6 +184,26 @@ def materialize(variant: Variant) -> Path:
         out.write(text)
     os.replace(tmp, target)  # atomic: a concurrent reader sees the old file or the new one
     return target
+
+
+def refresh(variant: Variant) -> bool:
+    """Rewrite the variant's diff against the current reference (explanation kept), after
+    the reference changed above or around it.  Only possible while it still applies (its
+    context matching exactly, maybe at an offset).  True if the file changed."""
+    if not variant.is_diff:
+        raise VariantError(f"{variant.label} is an old-form module, not a diff")
+    parsed = parse(variant)
+    text = apply(variant)
+    label = f"solutions/{variant.problem.module}.py"
+    reference = variant.problem.solution_file.read_text("utf-8")
+    body = "".join(difflib.unified_diff(reference.splitlines(True), text.splitlines(True),
+                                        f"a/{label}", f"b/{label}"))
+    new = (parsed.explanation + "\n\n" if parsed.explanation else "") + body
+    old = variant.source.read_text("utf-8")
+    if new == old:
+        return False
+    variant.source.write_text(new, "utf-8")
+    return True
 
 
 # -- showing it -----------------------------------------------------------------------------

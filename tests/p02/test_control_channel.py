@@ -1,72 +1,75 @@
 """P02 acceptance: the control channel itself -- order, non-blocking ends, drain, EOF."""
 from __future__ import annotations
 
+import os
+import socket
+
 import pytest
 
 from workbook.testkit import BOUND, check, fail, start_daemon
 
-from tests.p02.support import CANCEL_BOUND
+from tests.p02.support import CANCEL_BOUND, PressWatch, pending_bytes
 
 
-class SendSpy:
-    """Stands in for ``control.writer``: notes ``stop_requested`` at the moment of each send.
-
-    ``after_send`` (optional) runs right after the real send, still inside request_stop():
-    it lets a test hold the requester there while the loop reacts to the byte."""
-
-    def __init__(self, control, after_send=None) -> None:
-        self._real = control.writer
-        self._control = control
-        self._after_send = after_send
-        self.seen: list[bool] = []  # stop_requested at each send, in order
-
-    def _note(self) -> None:
-        self.seen.append(self._control.stop_requested)
-
-    def send(self, data, *args):
-        self._note()
-        n = self._real.send(data, *args)
-        if self._after_send is not None:
-            self._after_send()
-        return n
-
-    def sendall(self, data, *args):
-        self._note()
-        self._real.sendall(data, *args)
-        if self._after_send is not None:
-            self._after_send()
-
-    def __getattr__(self, name):  # fileno, close, getblocking, ...
-        return getattr(self._real, name)
+def _nonblocking(sock: socket.socket) -> bool:
+    """An operation on ``sock`` never waits: its descriptor is O_NONBLOCK and the socket
+    object adds no timeout of its own (``setblocking(False)`` and ``os.set_blocking(fd,
+    False)`` both qualify)."""
+    return not os.get_blocking(sock.fileno()) and not (sock.gettimeout() or 0) > 0
 
 
 def _require_nonblocking_reader(control) -> None:
     # Without this a drain() on an empty channel would hang the test thread itself.
-    check(not control.reader.getblocking(),
+    check(_nonblocking(control.reader),
           "control.reader is blocking: drain() would sleep in recv() when nothing is pending",
           pitfall="blocking_control")
+
+
+def _press_watched(h, control, on_byte=None) -> PressWatch:
+    """request_stop() in a thread, watched at the moment its byte lands; joined (bounded)."""
+    watch = PressWatch(control, h.reader_fd(control), on_byte)
+    t = watch.start()
+    t.join(BOUND)
+    if t.is_alive():
+        fail("request_stop() did not return", pitfall="blocking_control")
+    if t.error is not None:
+        raise t.error
+    return watch
 
 
 # -- p02.state_first -------------------------------------------------------------------------
 
 @pytest.mark.checkpoint("p02.state_first")
-def test_request_stop_sets_the_state_before_it_sends_the_byte(h):
+def test_request_stop_sets_the_state_before_its_byte_lands(h):
     control = h.control()
-    spy_writer = SendSpy(control)
-    control.writer = spy_writer
-    control.request_stop()
-    check(spy_writer.seen,
-          "request_stop() sent nothing through control.writer: setting the Event alone never "
-          "wakes a loop that sleeps in select()", pitfall="flag_only")
-    check(all(spy_writer.seen),
-          "when request_stop() called writer.send(), stop_requested was still False: a loop "
-          "woken by that byte finds no stop and goes back to sleep",
+    watch = _press_watched(h, control)
+    check(watch.bytes_seen,
+          "request_stop() put no byte into the control: setting the Event alone never wakes "
+          "a loop that sleeps in select()", pitfall="flag_only")
+    check(watch.state_at_byte() is True,
+          "when request_stop()'s byte reached control.reader, stop_requested was still "
+          "False: a loop woken by that byte finds no stop and goes back to sleep",
           pitfall="notify_before_state")
-    check(control.stop_requested, "stop_requested is False after request_stop()")
+    check(control.stop_requested is True, "stop_requested is not True after request_stop()")
     control.close()
 
 
 @pytest.mark.checkpoint("p02.state_first")
+def test_stop_requested_is_false_before_any_press_and_true_after_one_from_another_thread(h):
+    control = h.control()
+    check(control.stop_requested is False,
+          f"a new Control reports stop_requested={control.stop_requested!r}; it must be False "
+          "until someone presses Cancel")
+    t = start_daemon(control.request_stop, name="presser")
+    t.join(BOUND)
+    check(not t.is_alive() and t.error is None,
+          f"request_stop() from another thread did not return cleanly ({t.error!r})")
+    check(control.stop_requested is True,
+          f"after request_stop() in another thread stop_requested={control.stop_requested!r}")
+    control.close()
+
+
+@pytest.mark.checkpoint("p02.cancel")
 def test_a_cancel_is_not_lost_when_the_loop_handles_the_byte_before_the_requester_continues(
         h, net, spy):
     control = h.control()
@@ -74,23 +77,28 @@ def test_a_cancel_is_not_lost_when_the_loop_handles_the_byte_before_the_requeste
     r = h.start([stuck], control)
     h.wait_blocked(r)
     woke_at = spy.entered
+    # Hold the loop right after its select() returns, so the press can be paused the moment
+    # its byte lands and the loop then reacts to that byte before the press goes on.
+    spy.gate.clear()
 
     def let_the_loop_react_first() -> None:
-        # Hold the requester right after its send() until the loop has handled the byte:
-        # it is back inside select() or it has started its cleanup (or it returned).
-        # (A loop that closes the control before unregistering it would wait for this very
-        # requester's lock; the bound lets the test go on.)
+        spy.gate.set()
+        # The loop has handled the byte once it is back inside select(), has started its
+        # cleanup, or has returned.  (A loop that closes the control before unregistering it
+        # would wait for this very requester's lock; the bound lets the test go on.)
         spy.wait_for(lambda: not r.alive or spy.unregister_calls > 0
                      or (spy.entered > woke_at and spy.entered > spy.returned), CANCEL_BOUND)
 
-    spy_writer = SendSpy(control, after_send=let_the_loop_react_first)
-    control.writer = spy_writer
-    control.request_stop()
-    check(spy_writer.seen, "request_stop() sent no byte, so the loop could not wake",
-          pitfall="flag_only")
-    results = r.result(CANCEL_BOUND, what="run() after a request_stop() whose byte the loop "
-                       "handled before request_stop() had returned",
-                       pitfall="notify_before_state")
+    with spy.cond:
+        returned_before = spy.returned
+    try:
+        watch = _press_watched(h, control, on_byte=let_the_loop_react_first)
+    finally:
+        spy.gate.set()
+    check(watch.bytes_seen, "request_stop() put no byte into the control, so the loop "
+                            "could not wake", pitfall="flag_only")
+    results = h.after_cancel(r, returned_before, what="run() after a request_stop() whose "
+                             "byte the loop handled before request_stop() had returned")
     check([x.status for x in results] == ["cancelled"],
           f"expected the pending dial 'cancelled', got {[x.status for x in results]}")
 
@@ -100,10 +108,10 @@ def test_a_cancel_is_not_lost_when_the_loop_handles_the_byte_before_the_requeste
 @pytest.mark.checkpoint("p02.nonblocking")
 def test_both_control_ends_are_non_blocking(h):
     control = h.control()
-    check(not control.reader.getblocking(),
+    check(_nonblocking(control.reader),
           "control.reader is blocking: the loop could sleep in recv() instead of select()",
           pitfall="blocking_control")
-    check(not control.writer.getblocking(),
+    check(_nonblocking(control.writer),
           "control.writer is blocking: a press blocks once the socket buffer is full",
           pitfall="blocking_control")
     control.close()
@@ -145,24 +153,17 @@ def test_a_notification_byte_without_the_stop_state_does_not_end_the_run(h, net,
     stuck = h.dial("stuck", net.pending)
     r = h.start([stuck], control)
     h.wait_blocked(r)
+    with spy.cond:
+        returned_before = spy.returned
     control.writer.send(b"x")  # a stray byte: notification without state
-    h.wait_blocked(r, selects=2, what="the loop has read the stray byte and is back "
-                                      "inside select()")
-    # The loop is asleep again; for a short window it must stay asleep (a loop that did
-    # not read the byte would find the socket readable again and spin).
-    spy.wait_for(lambda: spy.entered > 2, 0.2)
-    polled = [t for t in spy.timeouts if t is not None and t >= 0]
-    check(spy.entered == 2 or not polled,
-          f"the loop called select() {spy.entered} times with timeouts {polled[:3]}: it wakes "
-          "on its own to look at the flag", pitfall="short_timeout_polling")
-    check(spy.entered == 2,
-          f"after one stray byte the loop called select() {spy.entered} times: drain() the "
-          "control reader once per wakeup")
-    check(r.alive, "run() returned after a notification without the stop state")
-    results = h.cancel(r, control)
-    check([x.status for x in results] == ["cancelled"],
-          f"expected the pending dial 'cancelled', got {[x.status for x in results]}")
-    h.check_no_leak("a cancelled run")
+    h._wait(lambda: not r.alive or spy.returned > returned_before,
+            what="the loop wakes up for a stray byte on the control")
+    check(r.alive, "run() returned after a notification without the stop state: only "
+                   "stop_requested ends a run, a byte just wakes the loop")
+    # Read once, it is asleep again and stays asleep (a loop that did not read the byte
+    # would find the reader still readable and spin).
+    h.wait_idle(r, what="the loop after a stray byte")
+    h.end(r, control)
 
 
 @pytest.mark.checkpoint("p02.notify_only")
@@ -193,13 +194,34 @@ def test_drain_reads_at_most_4096_bytes_per_call_and_returns_0_when_empty(h):
     control.close()
 
 
+@pytest.mark.checkpoint("p02.notify_only")
+def test_a_flood_of_notification_bytes_is_read_at_most_4096_bytes_per_wakeup(h, net, spy):
+    control = h.control()
+    flood = 0
+    while flood < 40_000:  # stray bytes, no state: every wakeup may read 4096 of them
+        try:
+            flood += control.writer.send(b"f" * 4000)
+        except BlockingIOError:
+            break
+    reader_fd = h.reader_fd(control)
+    left: list[int] = []  # bytes still unread each time the loop starts a select()
+    spy.on_select = lambda: left.append(pending_bytes(reader_fd))
+    r = h.start([h.dial("stuck", net.pending)], control)
+    h.wait_idle(r, what="the loop once the flood is read")
+    rounds = [a - b for a, b in zip(left, left[1:])]
+    check(rounds and max(rounds) <= 4096,
+          f"{flood} stray bytes were read {rounds[:6]} bytes per wakeup: drain() once per "
+          "wakeup, at most 4096 bytes, so a flood never keeps the loop from its dials; what "
+          "is left is read on the next round", pitfall="unbounded_drain")
+    h.end(r, control)
+
+
 # -- p02.eof ---------------------------------------------------------------------------------
 
 @pytest.mark.checkpoint("p02.eof")
 def test_drain_raises_connection_error_once_the_writer_end_is_closed(h):
     control = h.control()
-    _require_nonblocking_reader(control)
-    control.writer.close()
+    control.writer.close()  # (recv() at EOF returns at once, blocking or not)
     try:
         n = control.drain()
     except ConnectionError:
@@ -229,5 +251,8 @@ def test_eof_on_the_control_makes_run_raise_connection_error_and_close_everythin
           + ("returned normally" if err is None else f"raised {err!r}"),
           pitfall="eof_as_empty")
     problems = spy.cleanup_problems(h.all_sockets(control))
+    order = [p for p in problems if "unregistered after" in p]
+    check(not order, "after EOF: " + "; ".join(order) + " (unregister first, then close)",
+          pitfall="close_before_unregister")
     check(not problems, "after EOF: " + "; ".join(problems))
     h.check_no_leak("run() raised ConnectionError")

@@ -1,15 +1,17 @@
 """P02 acceptance: what a dial ends as, and cancelling a loop that sleeps in select()."""
 from __future__ import annotations
 
+import collections
 import errno
+import socket
 import statistics
 import time
 
 import pytest
 
-from workbook.testkit import check, note
+from workbook.testkit import check, fail, note
 
-from tests.p02.support import is_closed
+from tests.p02.support import CANCEL_BOUND, is_closed, open_fds
 
 
 def _statuses(results) -> list[tuple[str, str]]:
@@ -55,6 +57,63 @@ def test_a_dial_still_pending_at_the_deadline_ends_timeout_but_not_before_it(h, 
 
 
 @pytest.mark.checkpoint("p02.outcomes")
+@pytest.mark.parametrize("zero", [0, 0.0], ids=["int", "float"])
+def test_timeout_zero_answers_timeout_for_a_pending_dial_at_once(h, net, zero):
+    r = h.start([h.dial("stuck", net.pending)], h.control(), timeout=zero)
+    results = r.result(CANCEL_BOUND, what=f"run(timeout={zero!r}) with a dial still pending "
+                       "(the deadline has passed when run begins: answer at once)")
+    check(_statuses(results) == [("stuck", "timeout")],
+          f"run(timeout={zero!r}): a dial still pending at the deadline ends 'timeout', got "
+          f"{_statuses(results)}")
+    h.check_no_leak(f"run(timeout={zero!r}) returned", pitfall="cancelled_left_open")
+
+
+HUGE = {"inf": float("inf"), "1e12": 1e12, "10**400": 10**400}
+
+
+@pytest.mark.checkpoint("p02.outcomes")
+@pytest.mark.parametrize("timeout", list(HUGE))
+def test_a_deadline_too_far_for_any_selector_is_just_a_long_wait(h, net, timeout):
+    # epoll and poll take at most about 24.8 days (C int milliseconds): a longer deadline
+    # must not reach select() as it is, where it raises OverflowError.
+    control = h.control()
+    r = h.start([h.dial("stuck", net.pending)], control, timeout=HUGE[timeout])
+    h.wait_blocked(r, what=f"run(timeout={timeout}) waits in select()")
+    results = h.end(r, control, what=f"run(timeout={timeout}) after request_stop()")
+    check([x.name for x in results] == ["stuck"],
+          f"run(timeout={timeout}) then a cancel returned {results!r}")
+
+
+@pytest.mark.checkpoint("p02.outcomes")
+def test_the_deadline_counts_from_the_start_of_run_not_from_the_latest_wakeup(h, net, spy):
+    control = h.control()
+    started = time.perf_counter()
+    r = h.start([h.dial("stuck", net.pending)], control, timeout=1.0)
+    h.wait_blocked(r)
+    time.sleep(max(0.0, started + 0.6 - time.perf_counter()))  # spacing, not a proof
+    control.writer.send(b"x")  # a stray byte wakes the loop 0.6 s into its 1 s deadline
+    results = r.result(what="run(timeout=1.0) woken by a stray byte after 0.6 s")
+    elapsed = r.returned_at - started
+    check(_statuses(results) == [("stuck", "timeout")],
+          f"expected the pending dial 'timeout', got {_statuses(results)}")
+    check(0.99 <= elapsed < 1.4,
+          f"run(timeout=1.0), woken once after 0.6 s, returned after {elapsed:.2f} s: the "
+          "deadline is fixed when run begins; each wait is for what is left of it")
+
+
+@pytest.mark.checkpoint("p02.outcomes")
+@pytest.mark.parametrize("kind", ["tuple", "UserList"])
+def test_dials_may_be_any_sequence(h, net, kind):
+    make = tuple if kind == "tuple" else collections.UserList
+    dials = make([h.dial("up", net.listening), h.dial("down", net.refusing)])
+    results = h.start(dials, h.control()).result(what=f"run() over dials given as a {kind}")
+    check(_statuses(results) == [("up", "connected"), ("down", "failed")],
+          f"dials given as a {kind}: expected up 'connected' and down 'failed', got "
+          f"{_statuses(results)}")
+    h.check_no_leak(f"run() over a {kind} of dials returned")
+
+
+@pytest.mark.checkpoint("p02.outcomes")
 def test_run_with_no_dials_returns_an_empty_list_and_closes_the_control(h):
     control = h.control()
     results = h.start([], control).result(what="run([]) with nothing to wait for")
@@ -62,6 +121,33 @@ def test_run_with_no_dials_returns_an_empty_list_and_closes_the_control(h):
     check(is_closed(control.reader) and is_closed(control.writer),
           "run() owns the control: both ends are closed when it returns")
     h.check_no_leak("run([]) returned")
+
+
+@pytest.mark.checkpoint("p02.outcomes")
+def test_dial_raises_oserror_and_closes_its_socket_when_the_connect_fails_on_the_spot(
+        h, net, monkeypatch):
+    control = h.control()
+    up = h.dial("up", net.listening)
+    # The spec's dial() starts the connect with connect_ex on a non-blocking socket; make
+    # that report an immediate failure (nothing reaches the network).
+    before = open_fds()
+    with monkeypatch.context() as patch:
+        patch.setattr(socket.socket, "connect_ex", lambda self, address: errno.ENETUNREACH)
+        try:
+            d = h.impl.dial("nowhere", ("127.0.0.1", 9))
+        except OSError as exc:
+            check(exc.errno == errno.ENETUNREACH,
+                  f"dial() raised {exc!r}; expected the connect's errno ENETUNREACH")
+            leaked = open_fds() - before
+            check(not leaked, f"dial() failed on the spot and left {len(leaked)} socket(s) "
+                              "open: it closes the socket it made before raising")
+        else:
+            d.sock.close()
+            fail("dial() returned a Dial although the connect failed on the spot; it raises "
+                 "OSError (and closes the socket)")
+    results = h.start([up], control).result(what="run() over the dial that did start")
+    check(_statuses(results) == [("up", "connected")],
+          f"expected up 'connected', got {_statuses(results)}")
 
 
 # -- p02.cancel ------------------------------------------------------------------------------

@@ -1,109 +1,210 @@
-"""Test helpers for P03: seeing a parked thread, holding a woken one, interrupting main.
+"""Test helpers for P03: seeing a parked thread by its behaviour, holding a woken one,
+interrupting the main thread.
 
-A thread is *parked* when its innermost Python frame is ``threading.Condition.wait``
-sitting on one of the ``waiter.acquire(...)`` calls inside its ``try`` block: it has
-registered as a waiter and released the lock (Semaphore, Event and ``wait_for`` all wait
-there too).  That state, read from ``sys._current_frames()``, is the proof that a thread
-is blocked; a sleep never is.
+*Parked* is decided from behaviour only, never from which primitive or frame a thread
+waits in: over an observation window the thread uses next to no CPU of its own, makes no
+wake-ups (voluntary context switches: a thread polling with ``time.sleep`` makes one per
+sleep, a thread waiting for the GIL one every few milliseconds) and is not runnable; and
+the queue stays usable by other threads (``len()`` from another thread returns, so the
+lock is free).  A correct queue may park on a Condition, a Semaphore, an Event or its own
+per-waiter locks: all of them look the same from outside.  Frames are read only to
+*explain* a failure (``where``).
 
-A ``Gate`` holds threads that have just been woken in ``Condition.wait`` (at the
-``_acquire_restore`` line, before they take the lock back), so a test can let another
-thread run first: the interleavings the chapter describes, forced.
+A ``Probe`` is a per-thread profile hook (``sys.setprofile``).  Once its thread is seen
+parked, ``arm`` names the C call the thread is blocked in (whatever it is: a lock's
+``acquire``, a pipe's ``read``...); when that call returns -- the thread has been woken --
+the probe counts the wakeup and runs an action: hold the thread at a ``Gate`` so that
+another thread can go first, or interrupt it.  The interleavings the chapter describes are
+forced this way through the public API, without knowing the queue's internals.
 """
 from __future__ import annotations
 
-import inspect
 import signal
 import sys
 import threading
 import time
 from typing import Any, Callable
 
-from workbook.testkit import BOUND, DaemonThread, fail, interrupt_thread, join, start_daemon
+from workbook.testkit import (BOUND, PARKED_CPU, DaemonThread, fail, interrupt_thread,
+                              kernel_state, start_daemon, thread_cpu_seconds, wait_until)
+
+#: One observation window, in seconds.
+WINDOW = 0.05
+#: Wake-ups a parked thread may make in one window (a timed safety-net wait, say).
+QUIET_SWITCHES = 2
+#: Evidence of spinning or polling: CPU seconds, or wake-ups, used without ever parking.
+SPIN_CPU = 0.3
+SPIN_SWITCHES = 300
+#: A thread that should be able to go on now, but stays parked this long, was not woken.
+ASLEEP = 0.5
 
 
-def _wait_lines() -> tuple[frozenset[int], frozenset[int]]:
-    """Line numbers in Condition.wait: where a waiter sleeps, and where it retakes the lock."""
-    source, first = inspect.getsourcelines(threading.Condition.wait)
-    park, restore = set(), set()
-    part = "before"
-    for number, text in enumerate(source, start=first):
-        code = text.strip()
-        if part == "before" and code.startswith("try:"):
-            part = "try"
-        elif part == "try" and code.startswith("finally:"):
-            part = "finally"
-        elif part == "try" and "waiter.acquire(" in code:
-            park.add(number)
-        elif part == "finally" and "_acquire_restore(" in code:
-            restore.add(number)
-    if not park or not restore:  # a Python whose Condition.wait we do not recognise
-        raise RuntimeError("tests/p03/support.py: unexpected threading.Condition.wait source")
-    return frozenset(park), frozenset(restore)
+# -- behaviour of one thread, seen from outside ------------------------------------------
+
+def switches(thread: threading.Thread) -> int | None:
+    """Voluntary context switches of ``thread`` so far (each sleep or blocking wait that
+    actually slept counts one), or None where /proc is not available."""
+    tid = getattr(thread, "native_id", None)
+    if tid is None or not thread.is_alive():
+        return None
+    try:
+        with open(f"/proc/self/task/{tid}/status") as f:
+            for line in f:
+                if line.startswith("voluntary_ctxt_switches:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
-_WAIT_CODE = threading.Condition.wait.__code__
-_PARK_LINES, _RESTORE_LINES = _wait_lines()
+def usage(thread: threading.Thread) -> tuple[float, int] | None:
+    """(CPU seconds, wake-ups) used by ``thread`` so far; None once it has ended."""
+    cpu = thread_cpu_seconds(thread)
+    if cpu is None:
+        return None
+    return cpu, switches(thread) or 0
 
 
-def _frame(thread: threading.Thread):
-    return sys._current_frames().get(thread.ident) if thread.ident is not None else None
+def quiet(thread: threading.Thread, window: float = WINDOW) -> bool:
+    """True when ``thread`` is alive and blocked for the whole next ``window`` seconds: no
+    CPU to speak of, no wake-ups, not runnable at the end."""
+    before = usage(thread)
+    time.sleep(window)  # an observation window, not a proof of state: the usage is the proof
+    after = usage(thread)
+    if before is None or after is None:
+        return False
+    return (after[0] - before[0] <= PARKED_CPU and after[1] - before[1] <= QUIET_SWITCHES
+            and kernel_state(thread) != "R")
 
 
-def parked(thread: threading.Thread) -> bool:
-    """True while ``thread`` sleeps inside a Condition wait (registered, lock released)."""
-    frame = _frame(thread)
-    return (frame is not None and frame.f_code is _WAIT_CODE
-            and frame.f_lineno in _PARK_LINES)
+def where(thread: threading.Thread) -> str:
+    """Where ``thread`` is, for a diagnosis only: its innermost frames outside threading."""
+    frame = sys._current_frames().get(thread.ident) if thread.ident is not None else None
+    names = []
+    while frame is not None and len(names) < 3:
+        code = frame.f_code
+        if not code.co_filename.endswith(("threading.py", "support.py", "testkit.py")):
+            names.append(f"{code.co_name} (line {frame.f_lineno})")
+        frame = frame.f_back
+    return " in ".join(names) if names else "somewhere unknown"
 
 
-# Once a check has waited the whole bound for a thread that never parked, the file under test
-# is known to spin or sleep instead of waiting in a Condition: later checks give up sooner.
-_never_parks = False
-QUICK = 1.0  # seconds, for those later checks
+def _stopped(thread: threading.Thread, what: str, returned_pitfall: str | None) -> None:
+    """``thread`` ended while it should be waiting: report what it did."""
+    if isinstance(thread, DaemonThread) and thread.error is not None:
+        raise thread.error  # NotImplementedError reaches the harness this way
+    result = getattr(thread, "result", None)
+    fail(f"{what} should have blocked, but it returned {result!r}", pitfall=returned_pitfall)
 
 
-def park_bound(timeout: float = BOUND) -> float:
-    """How long to wait for a thread to park."""
-    return min(timeout, QUICK) if _never_parks else timeout
+def wait_parked(thread: threading.Thread, what: str, *, q: object = None,
+                pitfall: str | None = "spin_holding_lock", returned_pitfall: str | None = None,
+                timeout: float = BOUND) -> None:
+    """Wait until ``thread`` is parked (see ``quiet``) and, with ``q``, check that the queue
+    stays usable meanwhile.  Fails fast when the thread returns, or spins or polls."""
+    first = usage(thread)
+    started = time.monotonic()
 
-
-def wait_parked(thread: threading.Thread, what: str, *, pitfall: str | None = None,
-                returned_pitfall: str | None = None, timeout: float = BOUND) -> None:
-    """Wait until ``thread`` is parked; fail with a diagnosis if it returns or never parks."""
-    global _never_parks
-    timeout = park_bound(timeout)
-    deadline = time.monotonic() + timeout
-    while not parked(thread):
+    def parked_now() -> bool:
         if not thread.is_alive():
-            if isinstance(thread, DaemonThread) and thread.error is not None:
-                raise thread.error  # NotImplementedError reaches the harness this way
-            result = getattr(thread, "result", None)
-            fail(f"{what} should have blocked, but it returned {result!r}",
-                 pitfall=returned_pitfall)
-        if time.monotonic() >= deadline:
+            _stopped(thread, what, returned_pitfall)
+        if quiet(thread):
+            return True
+        now = usage(thread)
+        if now is not None and first is not None and (
+                now[0] - first[0] > SPIN_CPU or now[1] - first[1] > SPIN_SWITCHES):
+            spot = where(thread)
             interrupt_thread(thread)  # stop a spinner: it may be holding the lock
-            again = " (as in an earlier check)" if _never_parks else ""
-            _never_parks = True
-            fail(f"{what} should be waiting in a Condition (lock released), but after "
-                 f"{timeout:g} s it still was not{again}: it spins or sleeps instead of "
-                 "waiting, maybe while holding the lock", pitfall=pitfall)
-        time.sleep(0.001)
+            fail(f"{what} should wait with the lock released, but in "
+                 f"{time.monotonic() - started:.2f} s it used {now[0] - first[0]:.3f} s of CPU "
+                 f"and woke up {now[1] - first[1]} times without returning: it spins or "
+                 f"polls instead of waiting (it is in {spot})", pitfall=pitfall)
+        return False
+
+    wait_until(parked_now, timeout, what=f"{what} is parked (waiting, not spinning)",
+               pitfall=pitfall)
+    if q is not None:
+        usable(q, f"while {what} waits")
 
 
-def settled(thread: threading.Thread) -> bool:
-    """Finished, or parked: the thread has nothing left to do until someone notifies it."""
-    return not thread.is_alive() or parked(thread)
+def usable(q: object, when: str, *, pitfall: str | None = "spin_holding_lock") -> int:
+    """``len(q)`` from another thread; fails fast if it cannot get the queue's lock."""
+    probe = start_daemon(len, q, name="len()")
+    quiet_for = [0]
+
+    def done() -> bool:
+        if not probe.is_alive():
+            return True
+        quiet_for[0] = quiet_for[0] + 1 if quiet(probe) else 0
+        if quiet_for[0] >= 2:
+            fail(f"len() from another thread stayed blocked {when}: the waiting thread "
+                 "holds the queue's lock", pitfall=pitfall)
+        return False
+
+    wait_until(done, what=f"len() returned {when}", pitfall=pitfall)
+    if probe.error is not None:
+        raise probe.error
+    return probe.result
 
 
-def conditions(obj: object, threads: list[threading.Thread] = ()) -> list[threading.Condition]:
-    """Every Condition found on ``obj`` (also inside its Semaphores and Events) or being
-    waited on right now by one of ``threads``."""
+def finish(thread: DaemonThread, what: str, *, pitfall: str | None = None,
+           timeout: float = BOUND, asleep: float = ASLEEP, reraise: bool = True) -> Any:
+    """Join ``thread``, which should be able to finish now; fail fast once it has stayed
+    parked for ``asleep`` seconds (nobody woke it), or after ``timeout``.  Returns its
+    result; re-raises what it raised (unless ``reraise`` is false)."""
+    quiet_since = [None]
+
+    def done() -> bool:
+        if not thread.is_alive():
+            return True
+        if quiet(thread):
+            quiet_since[0] = quiet_since[0] or time.monotonic() - WINDOW
+            if time.monotonic() - quiet_since[0] >= asleep:
+                fail(f"{what}: it could go on, but it has stayed asleep for "
+                     f"{time.monotonic() - quiet_since[0]:.1f} s (nobody woke it?)",
+                     pitfall=pitfall)
+        else:
+            quiet_since[0] = None
+        return False
+
+    wait_until(done, timeout, what=f"{what} finished", pitfall=pitfall)
+    if thread.error is not None and reraise:
+        raise thread.error
+    return thread.result
+
+
+def settle(thread: threading.Thread, what: str, *,
+           pitfall: str | None = "spin_holding_lock") -> None:
+    """Wait until ``thread`` has nothing left to do: it finished, or it is parked.  Fails
+    fast when it spins or polls instead."""
+    first = usage(thread)
+
+    def settled() -> bool:
+        if not thread.is_alive() or quiet(thread):
+            return True
+        now = usage(thread)
+        if now is not None and first is not None and (
+                now[0] - first[0] > SPIN_CPU or now[1] - first[1] > SPIN_SWITCHES):
+            spot = where(thread)
+            interrupt_thread(thread)
+            fail(f"{what}: it neither returned nor parked, but used {now[0] - first[0]:.3f} s "
+                 f"of CPU and woke up {now[1] - first[1]} times: it spins or polls instead "
+                 f"of waiting (it is in {spot})", pitfall=pitfall)
+        return False
+
+    wait_until(settled, what=what, pitfall=pitfall)
+
+
+def conditions(obj: object) -> list[threading.Condition]:
+    """The ``threading.Condition`` objects the queue holds: its attributes and the elements
+    of container attributes (per-waiter conditions, say).  A wakeup on one of them that
+    changes nothing is a legitimate spurious wakeup.  The private Conditions inside a
+    Semaphore or an Event are not included: those primitives never wake spuriously."""
     found: list[threading.Condition] = []
 
-    def add(cond: object) -> None:
-        if isinstance(cond, threading.Condition) and all(cond is not c for c in found):
-            found.append(cond)
+    def add(value: object) -> None:
+        if isinstance(value, threading.Condition) and all(value is not c for c in found):
+            found.append(value)
 
     values = list(getattr(obj, "__dict__", {}).values())
     for klass in type(obj).__mro__:
@@ -113,14 +214,9 @@ def conditions(obj: object, threads: list[threading.Thread] = ()) -> list[thread
                 values.append(getattr(obj, slot))
     for value in values:
         add(value)
-        if isinstance(value, (threading.Semaphore, threading.Event)):
-            add(getattr(value, "_cond", None))
-    for thread in threads:
-        frame = _frame(thread)
-        while frame is not None:
-            if frame.f_code is _WAIT_CODE:
-                add(frame.f_locals.get("self"))
-            frame = frame.f_back
+        if isinstance(value, (list, tuple, set, dict)) or type(value).__name__ == "deque":
+            for inner in (value.values() if isinstance(value, dict) else value):
+                add(inner)
     return found
 
 
@@ -136,8 +232,10 @@ def notify_all(conds: list[threading.Condition]) -> None:
             cond.release()
 
 
+# -- forcing interleavings: a profile hook on the waiting thread -------------------------
+
 class Gate:
-    """Holds woken threads before they retake the lock, until ``open()`` is called."""
+    """Holds woken threads until ``open()`` is called."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()  # guards held
@@ -155,48 +253,75 @@ class Gate:
         self.opened.set()
 
 
-class WaitProbe:
-    """A per-thread tracer: counts wakeups in Condition.wait and applies a ``Gate``."""
+class Probe:
+    """A profile hook for one thread: acts when the blocking call it is parked in returns.
 
-    def __init__(self, gate: Gate | None = None) -> None:
-        self.gate = gate
-        self.wakeups = 0  # written only by the traced thread
+    ``run(fn, *args)`` runs ``fn`` in the calling thread with the hook installed.  While the
+    thread is parked, another thread calls ``arm(action)``: the C call on top of the
+    thread's stack is the one it is blocked in, and the first return (or exception) of that
+    call is the thread's wakeup: ``wakeups`` counts it and ``action()`` runs there, in the
+    woken thread, before it does anything else.
+    """
 
-    def _global(self, frame, event: str, arg: Any):
-        if event == "call" and frame.f_code is _WAIT_CODE:
-            return self._local
-        return None
+    def __init__(self) -> None:
+        self._stack: list[object] = []  # C calls under way, innermost last (own thread only)
+        self._armed: object = None
+        self._action: Callable[[], Any] | None = None
+        self.wakeups = 0
 
-    def _local(self, frame, event: str, arg: Any):
-        if event == "line" and frame.f_lineno in _RESTORE_LINES:
-            self.wakeups += 1
-            if self.gate is not None:
-                self.gate.hold()
-        return self._local
+    def _profile(self, frame: Any, event: str, arg: Any) -> None:
+        if event == "c_call":
+            self._stack.append(arg)
+        elif event in ("c_return", "c_exception"):
+            if self._stack:
+                self._stack.pop()
+            if self._armed is not None and arg is self._armed:
+                self._armed = None
+                self.wakeups += 1
+                action, self._action = self._action, None
+                if action is not None:
+                    action()
+
+    def arm(self, action: Callable[[], Any] | None = None) -> bool:
+        """Call while the thread is parked.  False if it is not blocked in a C call that
+        the hook saw start (then no interleaving can be forced on it)."""
+        stack = list(self._stack)
+        if not stack:
+            return False
+        self._action = action
+        self._armed = stack[-1]
+        return True
+
+    def disarm(self) -> None:
+        self._armed = None
+        self._action = None
 
     def run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        sys.settrace(self._global)
+        sys.setprofile(self._profile)
         try:
             return fn(*args)
         finally:
-            sys.settrace(None)
+            sys.setprofile(None)
 
 
-def start_probed(probe: WaitProbe, fn: Callable[..., Any], *args: Any,
+def start_probed(probe: Probe, fn: Callable[..., Any], *args: Any,
                  name: str | None = None) -> DaemonThread:
     return start_daemon(probe.run, fn, *args, name=name)
 
 
 def call(fn: Callable[..., Any], *args: Any, what: str, pitfall: str | None = None,
          timeout: float = BOUND) -> Any:
-    """``fn(*args)`` in a daemon thread: its result, or a failure if it does not return."""
-    return join(start_daemon(fn, *args), timeout, what=what, pitfall=pitfall)
+    """``fn(*args)`` in a daemon thread: its result, or a failure if it does not return
+    (fast, once the thread has stayed parked for a while)."""
+    return finish(start_daemon(fn, *args), what, pitfall=pitfall, timeout=timeout)
 
 
 def abandon(*threads: threading.Thread) -> None:
-    """Stop helper threads left running by a failed check (a parked one just stays parked)."""
+    """Stop helper threads left running by a failed check.  A parked one just stays
+    parked: an asynchronous exception pending for a thread that never runs would keep the
+    interpreter's eval breaker set (3.11 and earlier), slowing every other thread."""
     for thread in threads:
-        if thread.is_alive() and not parked(thread):
+        if thread.is_alive() and not quiet(thread, 0.02):
             interrupt_thread(thread)
 
 
@@ -204,6 +329,9 @@ def abandon(*threads: threading.Thread) -> None:
 
 class Interrupted(Exception):
     """Raised by the SIGUSR1 handler: Python's counterpart of Java's InterruptedException."""
+
+
+SIGNAL = getattr(signal, "SIGUSR1", None)
 
 
 class MainInterrupt:
@@ -215,13 +343,23 @@ class MainInterrupt:
     sends again while the handler has not run.  If the call swallows the exception (the
     main thread parks again) or never parks, the helper runs ``rescue`` in another daemon so
     the run goes on.
+
+    With ``probe`` (a ``Probe`` whose ``run`` wraps the blocking call) and ``before``, the
+    helper does not signal the parked thread at once: it calls ``prepare()`` (another
+    waiter, say), arms the probe so that the signal is sent the moment the main thread is
+    woken, then calls ``before()`` (which wakes it, e.g. a put); if ``before()`` leaves the
+    main thread parked, it is signalled as usual.
     """
 
-    SIGNAL = getattr(signal, "SIGUSR1", None)
     RESEND = 0.02  # seconds between signals while the handler has not run yet
 
-    def __init__(self, rescue: Callable[[], Any]) -> None:
+    def __init__(self, rescue: Callable[[], Any], *, probe: Probe | None = None,
+                 prepare: Callable[[], Any] | None = None,
+                 before: Callable[[], Any] | None = None) -> None:
         self._rescue = rescue
+        self._probe = probe
+        self._prepare = prepare
+        self._before = before
         self._lock = threading.Lock()  # guards sending against __exit__ closing
         self._closed = False
         self.armed = threading.Event()  # set by the main thread just before the call
@@ -229,8 +367,10 @@ class MainInterrupt:
         self.parked = False  # the main thread was seen parked before the signal
         self.sent = 0
         self.fired = 0  # handler runs (main thread only); only the first one raises
+        self.on_wake = False  # the first signal was sent by the probe, as the thread woke
         self.swallowed = False  # the main thread parked again after the handler raised
         self.rescued = False
+        self.error: BaseException | None = None  # raised by before()
 
     def _handler(self, signum: int, frame: Any) -> None:
         self.fired += 1
@@ -238,50 +378,71 @@ class MainInterrupt:
             raise Interrupted(f"signal {signum} while blocked")
 
     def __enter__(self) -> "MainInterrupt":
-        if self.SIGNAL is None or not hasattr(signal, "pthread_kill"):
+        if SIGNAL is None or not hasattr(signal, "pthread_kill"):
             fail("this check needs POSIX signals (signal.pthread_kill and SIGUSR1)")
         if threading.current_thread() is not threading.main_thread():
             fail("the interrupt checks must run in the main thread")
         self._main = threading.main_thread()
-        self._old = signal.signal(self.SIGNAL, self._handler)
+        self._old = signal.signal(SIGNAL, self._handler)
         self._helper = start_daemon(self._run, name="interrupter")
         return self
 
     def arm(self) -> None:
         """Called by the main thread right before the blocking call (not earlier: starting
-        the helper thread itself waits in a Condition)."""
+        the helper thread itself waits)."""
         self.armed.set()
 
     def _send(self) -> None:
         with self._lock:
             if not self._closed:
                 self.sent += 1
-                signal.pthread_kill(self._main.ident, self.SIGNAL)
+                signal.pthread_kill(self._main.ident, SIGNAL)
+
+    def _send_on_wake(self) -> None:
+        self.on_wake = not self.sent
+        self._send()
 
     def _run(self) -> None:
-        global _never_parks
         if not self.armed.wait(BOUND):
             return
-        deadline = time.monotonic() + park_bound()
-        while not (self.done.is_set() or parked(self._main)):
-            if time.monotonic() >= deadline:
+        deadline, first = time.monotonic() + BOUND, usage(self._main)
+        while not self.done.is_set() and time.monotonic() < deadline:
+            if quiet(self._main):
+                self.parked = True
                 break
-            time.sleep(0.001)
+            now = usage(self._main)
+            if now is not None and first is not None and (
+                    now[0] - first[0] > SPIN_CPU or now[1] - first[1] > SPIN_SWITCHES):
+                break  # it spins or polls: the signal below ends that too
         if self.done.is_set():
             return  # the call did not block at all
-        self.parked = parked(self._main)
-        _never_parks = _never_parks or not self.parked
-        self._send()  # sent even if it never parked: the signal also ends a spin or sleep
+        if self.parked and self._probe is not None and self._before is not None:
+            try:
+                if self._prepare is not None:
+                    self._prepare()
+            except BaseException as exc:  # reported by the test
+                self.error = exc
+            if self.error is None and self._probe.arm(self._send_on_wake):
+                try:
+                    self._before()
+                except BaseException as exc:  # reported by the test
+                    self.error = exc
+                # If the main thread was not the one woken, it is still parked: signal it.
+                wait_until(lambda: self.sent or self.done.is_set() or quiet(self._main),
+                           what="the main thread woke up or went on waiting")
+                self._probe.disarm()
+        if not self.sent and not self.done.is_set():
+            self._send()  # sent even if it never parked: the signal also ends a spin or sleep
         last, deadline = time.monotonic(), time.monotonic() + BOUND
         while not self.done.is_set() and time.monotonic() < deadline:
-            if parked(self._main):
+            if quiet(self._main, 0.02):
                 if self.fired:
-                    self.swallowed = True  # the handler raised, and the call waits again
-                    break
-                if time.monotonic() - last >= self.RESEND:
+                    if quiet(self._main):  # parked again after the handler raised
+                        self.swallowed = True
+                        break
+                elif time.monotonic() - last >= self.RESEND:
                     self._send()
                     last = time.monotonic()
-            time.sleep(0.001)
         if not self.done.is_set():
             self.rescued = True
             start_daemon(self._rescue, name="rescue")
@@ -295,4 +456,4 @@ class MainInterrupt:
         # short sleeps let its (no longer raising) handler run before the old one returns.
         for _ in range(3):
             time.sleep(0.001)
-        signal.signal(self.SIGNAL, self._old)
+        signal.signal(SIGNAL, self._old)

@@ -1,8 +1,10 @@
 """Acceptance set for P03 · BoundedBlockingQueue: blocking, wakeups, many threads.
 
-"Blocked" is proved by state: the thread is parked in a Condition wait (see
-``support.parked``).  The stolen-wakeup and wrong-role interleavings of the chapter are
-forced with a ``Gate`` that holds freshly woken threads before they retake the lock.
+"Blocked" is proved by behaviour: the thread uses no CPU and makes no wake-ups while its
+call has not returned, and the queue stays usable meanwhile (see ``support.wait_parked``).
+The stolen-wakeup and wrong-role interleavings of the chapter are forced with a ``Probe``
+on the waiting thread: the moment its blocking call returns, a ``Gate`` holds it, so that
+another thread goes first.  Nothing here depends on which primitive the queue waits on.
 """
 from __future__ import annotations
 
@@ -11,9 +13,9 @@ import time
 
 import pytest
 
-from tests.p03.support import (Gate, WaitProbe, abandon, call, conditions, notify_all,
-                               parked, settled, start_probed, wait_parked)
-from workbook.testkit import BOUND, check, fail, join, start_daemon, wait_until
+from tests.p03.support import (Gate, Probe, abandon, call, conditions, finish, notify_all,
+                               quiet, settle, start_probed, usable, wait_parked)
+from workbook.testkit import BOUND, check, fail, note, start_daemon, wait_until
 
 
 def filled(impl, capacity: int, items) -> object:
@@ -32,15 +34,14 @@ def test_put_on_a_full_queue_waits_and_resumes_when_take_frees_a_slot(impl):
     q = filled(impl, 2, ["a", "b"])
     putter = start_daemon(q.put, "c", name="putter")
     try:
-        wait_parked(putter, "put('c') on a full queue", pitfall="spin_holding_lock",
+        wait_parked(putter, "put('c') on a full queue", q=q,
                     returned_pitfall="head_equals_tail")
-        size = call(len, q, what="len() while a put is waiting")
+        size = usable(q, "while put('c') waits")
         check(size == 2, f"len() is {size} while put('c') waits on a full capacity-2 queue")
         first = call(q.take, what="take() while a put waits (the waiter must not hold the lock)",
                      pitfall="spin_holding_lock")
         check(first == "a", f"take() returned {first!r}, expected 'a'")
-        join(putter, what="put('c') after take() freed a slot (nobody woke it?)",
-             pitfall="missing_notify")
+        finish(putter, "put('c') after take() freed a slot", pitfall="missing_notify")
         rest = call(lambda: [q.take(), q.take(), len(q)], what="taking the last two items")
         check(rest == ["b", "c", 0], f"then take(), take(), len() gave {rest!r}, "
                                      "expected ['b', 'c', 0]")
@@ -54,19 +55,24 @@ def test_each_freed_slot_lets_exactly_one_waiting_put_in(impl):
     putters = [start_daemon(q.put, name, name=f"putter-{name}") for name in ("x", "y")]
     try:
         for putter in putters:
-            wait_parked(putter, "a second put on a full capacity-1 queue",
-                        pitfall="spin_holding_lock", returned_pitfall="head_equals_tail")
+            wait_parked(putter, "a second put on a full capacity-1 queue", q=q,
+                        returned_pitfall="head_equals_tail")
         got = [call(q.take, what="take() with two puts waiting")]
-        wait_until(lambda: sum(not p.is_alive() for p in putters) == 1 and
-                   all(settled(p) for p in putters),
-                   what="exactly one of the two waiting puts finished after one take()",
-                   pitfall="missing_notify")
+
+        def one_done() -> bool:
+            done = [p for p in putters if not p.is_alive()]
+            if len(done) > 1:
+                fail("one take() from a full capacity-1 queue let both waiting puts in")
+            return len(done) == 1 and all(quiet(p) for p in putters if p.is_alive())
+
+        wait_until(one_done, what="exactly one of the two waiting puts finished after one "
+                                  "take() and the other went on waiting", pitfall="missing_notify")
         check(call(len, q, what="len()") == 1, "one take() from a full capacity-1 queue with "
               "two puts waiting should leave exactly one item queued")
         got.append(call(q.take, what="the second take()"))
         for putter in putters:
-            join(putter, what="the other waiting put after the second take()",
-                 pitfall="missing_notify")
+            finish(putter, "the other waiting put after the second take()",
+                   pitfall="missing_notify")
         got.append(call(q.take, what="the third take()"))
         check(got[0] == "a" and sorted(got[1:]) == ["x", "y"],
               f"took {got!r}; expected 'a' then 'x' and 'y' in some order")
@@ -81,10 +87,10 @@ def test_take_on_an_empty_queue_waits_and_returns_the_next_item_put(impl):
     q = filled(impl, 2, [])
     taker = start_daemon(q.take, name="taker")
     try:
-        wait_parked(taker, "take() on an empty queue", pitfall="spin_holding_lock")
+        wait_parked(taker, "take() on an empty queue", q=q)
         call(q.put, "x", what="put('x') while a take waits (the waiter must not hold the lock)",
              pitfall="spin_holding_lock")
-        got = join(taker, what="take() after put('x') (nobody woke it?)")
+        got = finish(taker, "take() after put('x')", pitfall="missing_notify")
         check(got == "x", f"the waiting take() returned {got!r}, expected 'x'")
         check(call(len, q, what="len()") == 0, "the queue should be empty again")
     finally:
@@ -97,10 +103,11 @@ def test_two_waiting_takes_each_get_one_of_two_items(impl):
     takers = [start_daemon(q.take, name=f"taker-{i}") for i in range(2)]
     try:
         for taker in takers:
-            wait_parked(taker, "take() on an empty queue", pitfall="spin_holding_lock")
+            wait_parked(taker, "take() on an empty queue", q=q)
         call(q.put, "x", what="put('x') with two takes waiting")
         call(q.put, "y", what="put('y') with one take waiting")
-        got = sorted(join(t, what="a waiting take() after two puts") for t in takers)
+        got = sorted(finish(t, "a waiting take() after two puts", pitfall="missing_notify")
+                     for t in takers)
         check(got == ["x", "y"], f"the two waiting takes returned {got!r}")
     finally:
         abandon(*takers)
@@ -108,36 +115,49 @@ def test_two_waiting_takes_each_get_one_of_two_items(impl):
 
 # -- spurious and stolen wakeups ------------------------------------------------------------
 
-def _wake_and_settle(q, threads, probes, role: str) -> None:
-    """Deliver a do-nothing wakeup to every waiter and wait until each has handled it."""
+def _wake_and_settle(q, threads, probes, role: str) -> int:
+    """Deliver a do-nothing wakeup (``notify_all`` on every Condition the queue holds) and
+    wait until each waiter has handled it.  Returns how many waiters it woke."""
+    conds = conditions(q)
+    if not conds:
+        return 0
+    armed = [p.arm() for p in probes]
     before = [p.wakeups for p in probes]
-    conds = conditions(q, threads)
-    check(conds, "found no threading.Condition on the queue or in its waiting threads")
     notify_all(conds)
-    for thread, probe, count in zip(threads, probes, before):
-        wait_until(lambda: probe.wakeups > count or not thread.is_alive(),
-                   what=f"a waiting {role} woke up from notify_all()")
-        wait_until(lambda: settled(thread), what=f"the woken {role} went back to waiting")
+    for thread in threads:
+        settle(thread, f"the woken {role} went back to waiting")
+    for probe in probes:
+        probe.disarm()
+    return sum(a and p.wakeups > b for a, p, b in zip(armed, probes, before))
+
+
+def _spurious_rounds(q, threads, probes, role: str, what_changed: str) -> None:
+    woken = 0
+    for _ in range(3):
+        woken += _wake_and_settle(q, threads, probes, role)
+        for thread in threads:
+            check(thread.is_alive(),
+                  f"after a wakeup that {what_changed}, {role} returned {thread.result!r} "
+                  f"(error: {thread.error!r}); a woken thread must re-check its condition",
+                  pitfall="if_not_while")
+    note(f"{woken} spurious wakeup(s) delivered through {len(conditions(q))} Condition(s)"
+         if woken else "the queue holds no Condition: spurious wakeups are not injected "
+                       "(the stolen-wakeup check still applies)")
 
 
 @pytest.mark.checkpoint("p03.spurious")
 def test_waiting_takes_survive_wakeups_that_change_nothing(impl):
     q = filled(impl, 2, [])
-    probes = [WaitProbe(), WaitProbe()]
+    probes = [Probe(), Probe()]
     takers = [start_probed(p, q.take, name=f"taker-{i}") for i, p in enumerate(probes)]
     try:
         for taker in takers:
-            wait_parked(taker, "take() on an empty queue", pitfall="spin_holding_lock")
-        for _ in range(3):
-            _wake_and_settle(q, takers, probes, "take()")
-            for taker in takers:
-                check(taker.is_alive(),
-                      f"after a wakeup that added nothing, take() on the empty queue "
-                      f"returned {taker.result!r} (error: {taker.error!r}); a woken thread "
-                      "must re-check that the queue is non-empty", pitfall="if_not_while")
+            wait_parked(taker, "take() on an empty queue", q=q)
+        _spurious_rounds(q, takers, probes, "take() on the empty queue", "added nothing")
         call(q.put, "x", what="put('x')")
         call(q.put, "y", what="put('y')")
-        got = sorted(join(t, what="a waiting take() after two puts") for t in takers)
+        got = sorted(finish(t, "a waiting take() after two puts", pitfall="missing_notify")
+                     for t in takers)
         check(got == ["x", "y"], f"the two waiting takes returned {got!r}")
     finally:
         abandon(*takers)
@@ -146,19 +166,15 @@ def test_waiting_takes_survive_wakeups_that_change_nothing(impl):
 @pytest.mark.checkpoint("p03.spurious")
 def test_waiting_puts_survive_wakeups_that_change_nothing(impl):
     q = filled(impl, 2, ["a", "b"])
-    probes = [WaitProbe(), WaitProbe()]
+    probes = [Probe(), Probe()]
     putters = [start_probed(p, q.put, x, name=f"putter-{x}") for p, x in zip(probes, "xy")]
     try:
         for putter in putters:
-            wait_parked(putter, "put() on a full queue", pitfall="spin_holding_lock",
-                        returned_pitfall="head_equals_tail")
-        for _ in range(3):
-            _wake_and_settle(q, putters, probes, "put()")
-            for putter in putters:
-                check(putter.is_alive(),
-                      "after a wakeup that freed nothing, put() on the full queue returned; "
-                      "a woken thread must re-check that a slot is free",
-                      pitfall="if_not_while")
+            wait_parked(putter, "put() on a full queue", q=q, returned_pitfall="if_not_while")
+        _spurious_rounds(q, putters, probes, "put() on the full queue", "freed nothing")
+        check(usable(q, "after the wakeups") == 2,
+              "after wakeups that freed nothing, the full capacity-2 queue no longer holds "
+              "2 items", pitfall="if_not_while")
         got = call(lambda: [q.take() for _ in range(4)], what="taking four items")
         check(got[:2] == ["a", "b"] and sorted(got[2:]) == ["x", "y"],
               f"took {got!r}; expected 'a', 'b', then 'x' and 'y' in some order")
@@ -166,30 +182,92 @@ def test_waiting_puts_survive_wakeups_that_change_nothing(impl):
         abandon(*putters)
 
 
+def _steal(q, waiter, probe, gate, wake, barge, what: str):
+    """Force the stolen wakeup: ``wake()`` wakes the parked ``waiter``; the gate holds it the
+    moment its blocking call returns, and ``barge`` runs in another thread first.
+    Returns (barging thread, whether the interleaving was forced)."""
+    forced = probe.arm(gate.hold)
+    wake()
+    if forced:
+        wait_until(lambda: gate.held or not waiter.is_alive(), what=f"{what} woke the waiter")
+        forced = bool(gate.held)
+    barger = start_daemon(barge, name="barger")
+    settle(barger, "the barging call returned or waited")
+    gate.open()
+    return barger, forced
+
+
 @pytest.mark.checkpoint("p03.spurious")
 def test_a_woken_take_that_loses_the_item_to_another_taker_waits_again(impl):
     q = filled(impl, 1, [])
-    gate = Gate()
-    waiter = start_probed(WaitProbe(gate), q.take, name="waiting-taker")
+    gate, probe = Gate(), Probe()
+    waiter = start_probed(probe, q.take, name="waiting-taker")
+    barger = None
     try:
-        wait_parked(waiter, "take() on an empty queue", pitfall="spin_holding_lock")
-        call(q.put, "x", what="put('x') with a take waiting")
-        # The waiting take has been woken; the gate holds it before it retakes the lock.
-        wait_until(lambda: gate.held, what="put('x') woke the waiting take()")
-        barged = call(q.take, what="a second take() that arrives while the first is waking")
-        check(barged == "x", f"the barging take() returned {barged!r}, expected 'x'")
-        gate.open()
-        wait_until(lambda: settled(waiter), what="the woken take() re-checked the queue")
-        check(waiter.is_alive(),
-              f"the woken take() returned {waiter.result!r} (error: {waiter.error!r}) "
-              "although another thread had already taken the only item: it did not re-check "
-              "the queue after waking", pitfall="if_not_while")
-        call(q.put, "y", what="put('y')")
-        check(join(waiter, what="the waiting take() after put('y')") == "y",
-              "the waiting take() should get 'y'")
+        wait_parked(waiter, "take() on an empty queue", q=q)
+        barger, forced = _steal(q, waiter, probe, gate,
+                                lambda: call(q.put, "x", what="put('x') with a take waiting"),
+                                q.take, "put('x')")
+        if not barger.is_alive():  # the barger got the item: the woken take must wait again
+            check(barger.result == "x", f"the barging take() returned {barger.result!r}, "
+                                        "expected 'x'")
+            settle(waiter, "the woken take() re-checked the queue")
+            check(waiter.is_alive(),
+                  f"the woken take() returned {waiter.result!r} (error: {waiter.error!r}) "
+                  "although another thread had already taken the only item: it did not "
+                  "re-check the queue after waking", pitfall="if_not_while")
+            call(q.put, "y", what="put('y')")
+            check(finish(waiter, "the waiting take() after put('y')") == "y",
+                  "the waiting take() should get 'y'")
+        else:  # the item was handed to the woken take: the barger waits for the next one
+            check(finish(waiter, "the woken take()") == "x",
+                  f"the woken take() returned {waiter.result!r}, expected 'x'")
+            call(q.put, "y", what="put('y')")
+            check(finish(barger, "the barging take() after put('y')") == "y",
+                  "the barging take() should get 'y'")
+        check(usable(q, "at the end") == 0, "the queue should be empty at the end")
+        if not forced:
+            note("the waiting take() was not blocked in a call the probe could see: the "
+                 "stolen wakeup was not forced")
     finally:
         gate.open()
-        abandon(waiter)
+        abandon(waiter, *([barger] if barger else []))
+
+
+@pytest.mark.checkpoint("p03.spurious")
+def test_a_woken_put_that_loses_the_slot_to_another_putter_waits_again(impl):
+    q = filled(impl, 1, ["a"])
+    gate, probe = Gate(), Probe()
+    waiter = start_probed(probe, q.put, "w", name="waiting-putter")
+    barger = None
+    try:
+        wait_parked(waiter, "put('w') on a full queue", q=q, returned_pitfall="head_equals_tail")
+        barger, forced = _steal(q, waiter, probe, gate,
+                                lambda: check(call(q.take, what="take() with a put waiting")
+                                              == "a", "take() should return 'a'"),
+                                lambda: q.put("b"), "take()")
+        if not barger.is_alive():  # the barger got the slot: the woken put must wait again
+            settle(waiter, "the woken put() re-checked the queue")
+            check(waiter.is_alive(),
+                  "the woken put('w') returned although another put had already filled the "
+                  "only slot: it did not re-check the queue after waking",
+                  pitfall="if_not_while")
+            check(usable(q, "with the woken put waiting again") == 1,
+                  "the capacity-1 queue should hold exactly one item", pitfall="if_not_while")
+            check(call(q.take, what="take()") == "b", "take() should return 'b'")
+            finish(waiter, "the waiting put('w') after take()")
+            check(call(q.take, what="take()") == "w", "take() should then return 'w'")
+        else:  # the slot went to the woken put: the barger waits for the next one
+            finish(waiter, "the woken put('w')")
+            check(call(q.take, what="take()") == "w", "take() should return 'w'")
+            finish(barger, "the barging put('b') after take()")
+            check(call(q.take, what="take()") == "b", "take() should then return 'b'")
+        if not forced:
+            note("the waiting put() was not blocked in a call the probe could see: the "
+                 "stolen wakeup was not forced")
+    finally:
+        gate.open()
+        abandon(waiter, *([barger] if barger else []))
 
 
 # -- many producers and consumers ----------------------------------------------------------
@@ -201,33 +279,36 @@ def test_a_slot_freed_while_both_roles_wait_wakes_a_put_not_another_take(impl):
     # the slot it frees must reach the waiting put, not the other waiting take.
     q = filled(impl, 1, [])
     gate = Gate()
-    probes = [WaitProbe(gate), WaitProbe(gate)]
+    probes = [Probe(), Probe()]
     takers = [start_probed(p, q.take, name=f"taker-{i}") for i, p in enumerate(probes)]
     putter = None
     try:
         for taker in takers:
-            wait_parked(taker, "take() on an empty queue", pitfall="spin_holding_lock")
+            wait_parked(taker, "take() on an empty queue", q=q)
+        armed = all([p.arm(gate.hold) for p in probes])
         call(q.put, "x", what="put('x') with two takes waiting")
-        wait_until(lambda: gate.held, what="put('x') woke a waiting take()")
+        if armed:
+            wait_until(lambda: gate.held or not all(t.is_alive() for t in takers),
+                       what="put('x') woke a waiting take()")
         putter = start_daemon(q.put, "y", name="putter")
-        wait_parked(putter, "put('y') on a full capacity-1 queue",
-                    pitfall="spin_holding_lock", returned_pitfall="head_equals_tail")
+        settle(putter, "put('y') returned or waited")
         held = gate.held
         gate.open()
-        putter.join(BOUND)
-        if putter.is_alive():
+        try:
+            finish(putter, "put('y'), once a take() emptied the capacity-1 queue")
+            got = sorted(finish(t, "a waiting take()") for t in takers)
+        except AssertionError as exc:
             # Which wakeup went where: a take woken after the gate opened got the slot's
             # notification; no extra wakeup at all means nobody was notified.
             wrong_role = sum(p.wakeups for p in probes) > held
-            fail("put('y') was still waiting after a take() emptied the capacity-1 queue: "
-                 + ("the take() woke the other waiting take() instead of the put"
-                    if wrong_role else "the take() notified nobody"),
+            fail(f"{exc}: " + ("the take() woke the other waiting take() instead of the put"
+                               if wrong_role else "the take() notified nobody"),
                  pitfall="single_condition_notify" if wrong_role else "missing_notify")
-        join(putter, what="put('y')")
-        got = sorted(join(t, what="a waiting take()") for t in takers)
         check(got == ["x", "y"], f"the two takes returned {got!r}")
     finally:
         gate.open()
+        for p in probes:
+            p.disarm()
         abandon(*takers, *([putter] if putter else []))
 
 
@@ -255,14 +336,13 @@ def test_many_producers_and_consumers_lose_nothing_and_keep_each_producers_order
     workers = [start_daemon(produce, p, name=f"producer-{p}") for p in range(producers)]
     readers = [start_daemon(consume, name=f"consumer-{c}") for c in range(consumers)]
     try:
-        deadline = time.monotonic() + 2 * BOUND  # the reference needs a fraction of a second
         for w in workers:
-            join(w, max(0.0, deadline - time.monotonic()),
-                 what=f"{producers} producers putting {per_producer} items each through a "
-                      f"capacity-{capacity} queue (lost wakeup or deadlock?)")
+            finish(w, f"{producers} producers putting {per_producer} items each through a "
+                      f"capacity-{capacity} queue (lost wakeup or deadlock?)",
+                   timeout=2 * BOUND)
         for _ in readers:
             call(q.put, stop, what="putting a stop marker for each consumer")
-        results = [join(r, what="a consumer taking the rest") for r in readers]
+        results = [finish(r, "a consumer taking the rest") for r in readers]
     finally:
         abandon(*workers, *readers)
     everything = [item for got in results for item in got]

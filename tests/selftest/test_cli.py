@@ -101,7 +101,7 @@ def test_a_file_missing_a_name_fails_its_checkpoints_readably(tmp_path):
     (("hint", "p01", "4"), "invalid choice"),
     (("book",), "required"),
     (("list", "extra"), "takes no arguments"),
-    (("demo", "p01"), "there is no 'demo p01'"),
+    (("demo", "p01", "--bogus"), "unrecognized arguments"),
     (("demo",), "usage"),
     (("bench",), "usage"),
     ((), "usage"),

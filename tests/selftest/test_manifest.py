@@ -34,14 +34,6 @@ def test_every_checkpoint_has_a_test_and_every_marker_a_checkpoint(problem):
 
 
 @pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.id)
-def test_every_section_the_manifest_points_to_is_a_heading_of_the_chapter(problem):
-    headings = {m.strip() for m in re.findall(r"^#{1,4} (.+)$",
-                                              problem.chapter_file.read_text("utf-8"), re.M)}
-    sections = {cp.section for cp in problem.checkpoints} | {p.section for p in problem.pitfalls}
-    assert sections - headings == set()
-
-
-@pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.id)
 def test_every_variant_states_its_mistake(problem):
     """A diff explains itself in the text above it; an old-form module in its docstring."""
     for variant in variants.all_variants(problem):

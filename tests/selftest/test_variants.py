@@ -75,3 +75,20 @@ def test_show_prints_the_summary_the_explanation_and_the_change(tmp_path):
     assert "g doubles" in out and "Off by one." in out and "p77.a" in out
     assert "+    return y * 3  # WRONG: triples" in out
     assert "-    return y * 2" in out
+
+
+def test_refresh_rewrites_a_moved_diff_against_the_current_reference(tmp_path):
+    if shutil.which("patch") is None:
+        pytest.skip("GNU patch is not installed")
+    wrong = REFERENCE.replace("y * 2", "y * 3")
+    variant = _variant(tmp_path, _diff(REFERENCE, wrong))
+    moved = "import os\n\n\n" + REFERENCE
+    variant.problem.solution_file.write_text(moved)
+    assert variants.refresh(variant) is True
+    text = variant.source.read_text()
+    assert text.startswith("Off by one.\n\nWhy.\n\n--- a/solutions/m.py\n")
+    assert "@@ -6,4 +6,4 @@" in text or "@@ -6," in text
+    assert variants.refresh(variant) is False
+    from whatthepatch import apply_diff
+    assert "\n".join(apply_diff(variants.parse(variant).patch, moved)) + "\n" \
+        == "import os\n\n\n" + wrong

@@ -14,7 +14,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from collections.abc import Sequence
 
 __all__ = ["Control", "Dial", "DialResult", "dial", "run"]
 
@@ -92,8 +92,8 @@ def _check_args(dials, control, timeout) -> None:
             raise TypeError("timeout must be a number or None")
         if timeout < 0 or timeout != timeout:
             raise ValueError("timeout must be >= 0")
-    if not isinstance(dials, (list, tuple)):
-        raise TypeError("dials must be a list or tuple")
+    if not isinstance(dials, Sequence) or isinstance(dials, (str, bytes)):
+        raise TypeError("dials must be a sequence of Dial")
     if any(not isinstance(d, Dial) for d in dials):
         raise TypeError("every element of dials must be a Dial")
     if len({d.name for d in dials}) != len(dials):
@@ -111,7 +111,9 @@ def run(dials: Sequence[Dial], control: Control,
         timeout: float | None = None) -> list[DialResult]:
     _check_args(dials, control, timeout)
     control._start()
-    end = None if timeout is None else time.monotonic() + timeout
+    # select() takes at most ~24.8 days (epoll/poll count C int milliseconds); a farther
+    # deadline (inf, 1e12) is waited for in one-day waits.
+    end = None if timeout is None else time.monotonic() + min(timeout, 1e18)
     out: list[DialResult | None] = [None] * len(dials)
     with contextlib.ExitStack() as stack:
         stack.callback(control.close)
@@ -129,7 +131,7 @@ def run(dials: Sequence[Dial], control: Control,
             if end is None:
                 events = sel.select()
             else:
-                events = sel.select(max(0.0, end - time.monotonic()))
+                events = sel.select(min(max(0.0, end - time.monotonic()), 86400.0))
             for key, _ in events:
                 if key.data == "control":
                     control.drain()

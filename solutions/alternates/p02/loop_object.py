@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 from numbers import Real
-from typing import Sequence
+from collections.abc import Sequence
 
 __all__ = ["Control", "Dial", "DialResult", "dial", "run"]
 
@@ -89,14 +89,16 @@ class _Loop:
     def __init__(self, dials: Sequence[Dial], control: Control, timeout: float | None):
         self.dials = list(dials)
         self.control = control
-        self.deadline = None if timeout is None else time.monotonic() + timeout
+        # Capped: inf, 1e12 or 10**400 all mean "as good as never" and stay a float.
+        self.deadline = None if timeout is None else time.monotonic() + min(timeout, 1e18)
         self.done: dict[int, DialResult] = {}
         self.sel: selectors.BaseSelector | None = None
 
     def remaining(self) -> float | None:
         if self.deadline is None:
             return None
-        return max(0.0, self.deadline - time.monotonic())
+        # One wait of at most a day: epoll/poll reject more than ~24.8 days.
+        return min(max(0.0, self.deadline - time.monotonic()), 86400.0)
 
     def wait_once(self) -> None:
         for key, _ in self.sel.select(self.remaining()):
@@ -148,6 +150,8 @@ def run(dials: Sequence[Dial], control: Control,
         raise TypeError("timeout must be a real number")
     if timeout is not None and not timeout >= 0:
         raise ValueError("timeout must be >= 0")
+    if not isinstance(dials, Sequence) or isinstance(dials, (str, bytes)):
+        raise TypeError("dials must be a sequence of Dial")
     seen: set[str] = set()
     for d in dials:
         if not isinstance(d, Dial):

@@ -44,11 +44,19 @@ class BoundedBlockingQueue(Generic[T]):
             return len(self._items)
 
     def _acquire(self, sem: threading.Semaphore, timeout: float | None) -> bool:
-        if timeout is None:
-            return sem.acquire()
-        if timeout <= 0:
-            return sem.acquire(blocking=False)
-        return sem.acquire(timeout=timeout)  # Semaphore keeps a single deadline itself
+        try:
+            if timeout is None:
+                return sem.acquire()
+            if timeout <= 0:
+                return sem.acquire(blocking=False)
+            return sem.acquire(timeout=timeout)  # Semaphore keeps a single deadline itself
+        except BaseException:
+            # An interrupt right after a release() woke this thread leaves the permit
+            # unclaimed and the other waiters asleep: take it and give it back, which
+            # wakes one of them (a no-op when there is no permit).
+            if sem.acquire(blocking=False):
+                sem.release()
+            raise
 
     def _push(self, item: T) -> None:
         with self._mutex:
@@ -70,11 +78,11 @@ class BoundedBlockingQueue(Generic[T]):
     def put(self, item: T) -> None:
         if item is None:
             raise TypeError("None is not a valid item")
-        self._free.acquire()
+        self._acquire(self._free, None)
         self._push(item)
 
     def take(self) -> T:
-        self._ready.acquire()
+        self._acquire(self._ready, None)
         return self._pop()
 
     def offer(self, item: T, timeout: float | None = 0.0) -> bool:

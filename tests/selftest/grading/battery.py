@@ -163,7 +163,8 @@ def _h_trace(frame, event, arg):
 _h_sys.settrace(_h_trace)
 '''),
 
-    # Deadlocks the whole process in the first test, deaf to pytest-timeout's SIGALRM.
+    # Deadlocks the whole process in the first test, deaf to pytest-timeout's SIGALRM and to
+    # any exception the harness injects to stop it.
     "deadlock": lambda p, ctx: with_epilogue(reference(p), _TEST_TRACE + '''
 import signal as _h_signal
 import threading as _h_threading
@@ -174,7 +175,11 @@ _h_never.acquire()
 
 def _h_trace(frame, event, arg):
     if _h_is_test_call(frame, event):
-        _h_never.acquire()  # nobody will ever release it
+        while True:  # nobody will ever release it, and no exception gets it out
+            try:
+                _h_never.acquire()
+            except BaseException:
+                pass
     return None
 
 

@@ -1,0 +1,358 @@
+"""The pages in a real headless Chromium (Debian's ``chromium`` through Playwright's Python
+API): one server and one browser for the module.  Skipped when Chromium or Playwright is
+missing, except under ``CI=true``, where that is a failure."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.selftest import web_fixtures
+from tests.selftest.conftest import cli
+from workbook import ROOT, manifest
+
+CHROMIUM = os.environ.get("WORKBOOK_CHROMIUM", "/usr/bin/chromium")
+SHOTS = ROOT / ".workbook" / "screenshots"
+P01 = manifest.get("p01")
+
+
+def _playwright():
+    reason = None
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        reason = "Playwright is not installed (the 'dev' extra has it)"
+    if reason is None and not Path(CHROMIUM).is_file():
+        reason = f"no Chromium at {CHROMIUM} (apt-get install chromium)"
+    if reason:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true: the browser tests must run, but {reason}")
+        pytest.skip(reason)
+    return sync_playwright
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = web_fixtures.start(tmp_path_factory.mktemp("web-browser"))
+    yield s
+    web_fixtures.stop_proc(s.proc)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_playwright = _playwright()
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def page(browser, server):
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto(server.url)  # the printed URL: sets the cookie, then drops the token
+    assert "token" not in pg.url
+    pg.errors = errors
+    yield pg
+    context.close()
+
+
+def status_row(server, pid: str) -> str:
+    out = cli("status", env=server.env())
+    return next(line for line in out.stdout.splitlines() if f" {pid} " in f" {line} ")
+
+
+def test_index_shows_every_card_and_the_next_problem(page, server):
+    page.goto(server.base + "/")
+    cards = page.locator("li.card")
+    assert cards.count() == len(manifest.problems())
+    for p in manifest.problems().values():
+        card = page.locator(f'li.card[data-problem="{p.id}"]')
+        text = card.inner_text()
+        assert p.title in text and f"{p.minutes} min" in text and p.difficulty in text
+        assert "not started" in text
+    assert "P01" in page.locator(".next-up").inner_text()
+    assert page.locator("li.card.is-next").get_attribute("data-problem") == "p01"
+    page.screenshot(path=str(_shot("index-1440")), full_page=False)
+    assert not page.errors
+
+
+def test_p01_opens_with_card_chapter_and_closed_hints(page, server):
+    page.goto(server.base + "/")
+    page.click('li.card[data-problem="p01"] h2 a')
+    page.wait_for_url("**/p01")
+    assert page.locator("h1").inner_text().startswith("P01")
+    assert page.locator("#checklist li").count() == len(P01.checkpoints)
+    assert page.locator("figure.timeline").count() >= 1
+    for level in (1, 2, 3):
+        assert page.locator(f"#hint-L{level}-body").is_hidden()
+    assert page.locator("#hint-L1 button.open-hint").is_enabled()
+    assert page.locator("#hint-L2 button.open-hint").is_disabled()
+    assert page.locator("#hint-L3 button.open-hint").is_disabled()
+    assert page.locator(".highlight").count() > 0  # code is highlighted
+    assert page.locator("main[id=main]").count() == 1 and page.locator("nav").count() >= 1
+
+
+def test_reveal_l1_then_l2_is_recorded_and_status_agrees(page, server):
+    page.goto(server.base + "/p01")
+    page.click("#hint-L1 button.open-hint")
+    page.locator("#hint-L1-body").wait_for(state="visible")
+    assert "P01" not in page.locator("#hint-L1-body").inner_text()[:3]
+    assert page.locator("#hint-L1-body").inner_text().strip()
+    assert json.loads(server.progress.read_text())["problems"]["p01"]["hints_seen"] == 1
+    assert "L1" in status_row(server, "p01")
+    assert page.locator("#hint-L3 button.open-hint").is_disabled()
+    page.click("#hint-L2 button.open-hint")
+    page.locator("#hint-L2-body").wait_for(state="visible")
+    assert json.loads(server.progress.read_text())["problems"]["p01"]["hints_seen"] == 2
+    assert "L2" in status_row(server, "p01")
+    assert page.locator("#hint-L3 button.open-hint").is_enabled()
+    page.reload()  # opened levels stay open
+    assert page.locator("#hint-L2-body").is_visible()
+    assert page.locator("#hint-L3-body").is_hidden()
+
+
+def test_a_timeline_steps_forwards_and_back_with_buttons_and_arrow_keys(page, server):
+    from workbook import timelines
+    page.goto(server.base + "/p01")
+    fig = page.locator("figure.timeline").first
+    name = fig.get_attribute("id").removeprefix("timeline-")
+    tl = timelines.load(name)
+    pos, now = fig.locator(".tl-pos"), fig.locator(".tl-now")
+    assert pos.inner_text() == f"Step 1 of {len(tl.steps)}: {tl.steps[0].label}"
+    assert fig.locator(".tl-prev").is_disabled()
+    assert fig.locator("tr.tl-step:visible").count() == 1
+    fig.locator(".tl-next").click()
+    assert pos.inner_text() == f"Step 2 of {len(tl.steps)}: {tl.steps[1].label}"
+    assert fig.locator("tr.tl-step:visible").count() == 2
+    for column, value in zip(tl.state, tl.steps[1].state):  # the state table of this step
+        row = now.locator("tr.tl-now-state", has_text=column).first
+        assert value.strip("`") in row.inner_text()
+    fig.focus()
+    page.keyboard.press("ArrowRight")
+    assert fig.get_attribute("data-step") == "2"
+    page.keyboard.press("End")
+    assert fig.get_attribute("data-step") == str(len(tl.steps) - 1)
+    assert fig.locator(".tl-next").is_disabled()
+    page.keyboard.press("ArrowLeft")
+    assert fig.get_attribute("data-step") == str(len(tl.steps) - 2)
+    fig.locator(".tl-prev").click()
+    assert fig.get_attribute("data-step") == str(len(tl.steps) - 3)
+
+
+def _run_from_page(page, *, timeout: float = 120) -> dict:
+    """Click "Run checks" and wait for the run's result event; return it."""
+    before = page.evaluate("window.__wb.events.filter(e => e.type === 'result').length")
+    page.click("#run")
+    page.wait_for_function(
+        f"window.__wb.events.filter(e => e.type === 'result').length > {before}",
+        timeout=timeout * 1000)
+    events = page.evaluate("window.__wb.events")
+    result = [e for e in events if e["type"] == "result"][-1]
+    run = [e for e in events if e.get("run") == result["run"]]
+    return {"result": result, "events": run}
+
+
+def _json_of(server, path: Path) -> dict:
+    out = cli("p01", "--file", str(path), "--json", env=server.env())
+    return json.loads(out.stdout)
+
+
+def _same_report(page_doc: dict, cli_doc: dict) -> None:
+    """Checkpoints, statuses and diagnoses (message, pitfall) as ./check.sh p01 --json."""
+    assert page_doc["passed"] == cli_doc["passed"]
+    assert page_doc["import_error"] == cli_doc["import_error"]
+    strip = lambda cps: [(c["id"], c["status"], c["pitfall"],  # noqa: E731
+                          c["message"] if c["status"] == "failed" else None) for c in cps]
+    assert strip(page_doc["checkpoints"]) == strip(cli_doc["checkpoints"])
+
+
+def test_checks_on_the_skeleton_show_the_not_implemented_line(page, server):
+    page.goto(server.base + "/p01")
+    page.wait_for_function("document.body.dataset.stream === 'open'")
+    got = _run_from_page(page)
+    result = got["result"]
+    assert result["skeleton"] and "still the skeleton" in result["line"]
+    assert "not implemented" in result["line"]
+    assert "still the skeleton" in page.locator("#verdict").inner_text()
+    assert page.locator(".diagnosis").count() == 0
+    assert page.locator('#checklist li[data-status="failed"]').count() == len(P01.core)
+    _same_report(result["result"], _json_of(server, server.learner("p01")))
+    # the learner's file is untouched
+    assert server.learner("p01").read_bytes() == P01.learner_file.read_bytes()
+
+
+def test_a_second_click_while_running_says_so(page, server):
+    page.goto(server.base + "/p01")
+    page.wait_for_function("document.body.dataset.stream === 'open'")
+    page.click("#run")
+    page.wait_for_function("document.getElementById('run').getAttribute('aria-busy') === 'true'")
+    page.click("#run")
+    page.wait_for_function(
+        "document.getElementById('run-status').textContent.includes('already running')")
+    page.wait_for_function("document.getElementById('run').getAttribute('aria-busy') === 'false'",
+                           timeout=120_000)
+
+
+def test_checks_on_a_correct_file_tick_every_checkpoint_one_by_one(page, server):
+    shutil.copyfile(P01.solution_file, server.learner("p01"))
+    page.goto(server.base + "/p01")
+    page.wait_for_function("document.body.dataset.stream === 'open'")
+    page.evaluate("""() => {
+        window.__ticks = {};
+        new MutationObserver(() => {
+          document.querySelectorAll('#checklist li[data-status="passed"]').forEach(li => {
+            window.__ticks[li.dataset.checkpoint] ??= Date.now() / 1000; });
+        }).observe(document.getElementById('checklist'), {subtree: true, attributes: true});
+    }""")
+    got = _run_from_page(page)
+    result, events = got["result"], got["events"]
+    assert result["passed"] and not result["diagnoses"]
+    ticks = page.evaluate("window.__ticks")
+    assert set(ticks) == {cp.id for cp in P01.checkpoints}
+    # each ✓ came in its own event, before the run's final result
+    streamed = [e for e in events if e["type"] == "checkpoint"]
+    assert [e["id"] for e in streamed] and {e["id"] for e in streamed} == set(ticks)
+    assert all(e["status"] == "passed" for e in streamed)
+    assert max(e["received_at"] for e in streamed) < result["received_at"]
+    assert max(ticks.values()) - min(ticks.values()) > 0.3, ticks  # not all at once
+    assert page.locator('#checklist li[data-status="passed"]').count() == len(P01.checkpoints)
+    assert "passed" in page.locator("#verdict").inner_text()
+    _same_report(result["result"], _json_of(server, server.learner("p01")))
+    # latency: the report line written by the acceptance run -> the event on the page
+    lat = [x["seconds"] for x in page.evaluate("window.__wb.latencies")
+           if x["run"] == result["run"]]
+    print(f"\nlatency report->page: first {lat[0] * 1000:.0f} ms, median "
+          f"{statistics.median(lat) * 1000:.0f} ms, max {max(lat) * 1000:.0f} ms "
+          f"over {len(lat)} checkpoints")
+    assert lat[0] < 0.5, lat
+    # passing marked it done, as ./check.sh p01 does
+    assert "done" in status_row(server, "p01")
+
+
+def test_a_pitfall_file_gets_the_same_diagnosis_as_the_cli_with_links(page, server):
+    from workbook import variants
+    path = variants.materialize(variants.get(P01, "pitfall", "single_drain"))
+    shutil.copyfile(path, server.learner("p01"))
+    page.goto(server.base + "/p01")
+    page.wait_for_function("document.body.dataset.stream === 'open'")
+    result = _run_from_page(page)["result"]
+    cli_doc = _json_of(server, server.learner("p01"))
+    _same_report(result["result"], cli_doc)
+    failed = [c for c in cli_doc["checkpoints"] if c["status"] == "failed"]
+    diag = page.locator(".diagnosis")
+    assert diag.count() == len(failed) >= 1
+    pit = P01.pitfall("single_drain")
+    first = diag.first
+    assert pit.title in first.inner_text()
+    assert first.locator(f'a[href="#hint-L{pit.hint}"]').count() == 1
+    href = first.locator('a[href^="#"]').nth(1).get_attribute("href")
+    assert page.locator(f"[id='{href[1:]}']").count() == 1  # the exact chapter section
+
+
+def test_watch_reruns_the_checks_when_the_file_is_saved(page, server):
+    page.goto(server.base + "/p01")
+    page.wait_for_function("document.body.dataset.stream === 'open'")
+    page.check("#watch")
+    page.wait_for_function("window.__wb.events.some(e => e.type === 'watch' && e.on)")
+    before = page.evaluate("window.__wb.events.filter(e => e.type === 'result').length")
+    time.sleep(0.3)  # let the watcher start (inotify) before the save
+    shutil.copyfile(P01.learner_file, server.learner("p01"))  # save the skeleton again
+    page.wait_for_function(
+        f"window.__wb.events.filter(e => e.type === 'result').length > {before}",
+        timeout=120_000)
+    start = [e for e in page.evaluate("window.__wb.events") if e["type"] == "start"][-1]
+    assert start["why"] in ("file saved", "saved during the last run")
+    assert "still the skeleton" in page.locator("#verdict").inner_text()
+    page.uncheck("#watch")
+    page.wait_for_function("window.__wb.events.some(e => e.type === 'watch' && !e.on)")
+
+
+def test_mark_done_and_undo(page, server):
+    page.goto(server.base + "/p02")
+    page.click("#mark-done")
+    page.locator("#undo-done").wait_for(state="visible")
+    assert "done" in status_row(server, "p02")
+    page.goto(server.base + "/p02")
+    assert page.locator("#reference details").count() == 1  # the reference, now that it is done
+    page.click("#undo-done")
+    page.locator("#mark-done").wait_for(state="visible")
+    assert "open" in status_row(server, "p02")
+
+
+def test_the_reference_needs_show_anyway_and_a_confirmation(page, server):
+    page.goto(server.base + "/p03")
+    assert page.locator("#reference-code").inner_text() == ""
+    page.click("#show-anyway")
+    assert page.locator("#reference-warning").is_visible()
+    page.click("#show-confirm")
+    page.locator("#reference-code .highlight").wait_for()
+    assert "BoundedBlockingQueue" in page.locator("#reference-code").inner_text()
+
+
+@pytest.mark.parametrize("width", [375, 1440])
+def test_screenshots_and_no_sideways_scrolling(browser, server, width):
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    pg = context.new_page()
+    pg.goto(server.url)
+    for path, name in (("/", "index"), ("/p01", "p01")):
+        pg.goto(server.base + path)
+        pg.screenshot(path=str(_shot(f"{name}-{width}")))
+        wide = pg.evaluate("document.documentElement.scrollWidth")
+        assert wide <= width + 1, f"{path} is {wide}px wide at {width}px"
+    pg.locator("figure.timeline").first.scroll_into_view_if_needed()
+    pg.screenshot(path=str(_shot(f"p01-timeline-{width}")))
+    context.close()
+
+
+def test_the_dark_scheme_applies(browser, server):
+    context = browser.new_context(viewport={"width": 1440, "height": 900}, color_scheme="dark")
+    pg = context.new_page()
+    pg.goto(server.url)
+    pg.goto(server.base + "/p01")
+    bg = pg.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert bg != "rgb(253, 253, 252)", bg
+    pg.screenshot(path=str(_shot("p01-dark-1440")))
+    context.close()
+
+
+def test_the_static_export_pages(browser, tmp_path):
+    out = tmp_path / "site"
+    done = cli("site", str(out))
+    assert done.returncode == 0, done.stderr
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto((out / "index.html").as_uri())
+    assert pg.locator("li.card").count() == len(manifest.problems())
+    for p in manifest.problems().values():
+        pg.goto((out / f"{p.id}.html").as_uri())
+        assert pg.locator("h1").inner_text().startswith(p.id.upper())
+        assert pg.locator("#run").count() == 0
+        assert f"./check.sh {p.id}" in pg.locator("#checks pre.command").inner_text()
+        assert pg.locator("#hint-L1-body").is_hidden()
+        assert pg.locator("#hint-L2 button.reveal").is_disabled()
+    pg.goto((out / "p01.html").as_uri())
+    pg.click("#hint-L1 button.reveal")
+    assert pg.locator("#hint-L1-body").is_visible()
+    assert pg.locator("#hint-L2 button.reveal").is_enabled()
+    fig = pg.locator("figure.timeline").first
+    fig.locator(".tl-next").click()
+    assert fig.get_attribute("data-step") == "1"
+    pg.screenshot(path=str(_shot("static-p01-1440")))
+    assert not errors
+    context.close()
+
+
+def _shot(name: str) -> Path:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    return SHOTS / f"{name}.png"

@@ -1,0 +1,131 @@
+"""``./check.sh serve`` over plain HTTP: the guard (token, Host, same-origin POST), hints
+recorded as ``./check.sh hint`` records them, the reference gated, one run per problem."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.selftest import web_fixtures
+from tests.selftest.conftest import cli
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = web_fixtures.start(tmp_path_factory.mktemp("web-server"))
+    yield s
+    web_fixtures.stop_proc(s.proc)
+
+
+def origin(server) -> dict:
+    return {"Origin": server.base, "Content-Type": "application/json"}
+
+
+def test_it_listens_on_loopback_only_and_prints_a_tokened_url(server):
+    assert server.url.startswith("http://127.0.0.1:") and len(server.token) >= 20
+    import subprocess
+    ss = subprocess.run(["ss", "-ltnH", f"sport = :{server.port}"], capture_output=True,
+                        text=True)
+    if ss.returncode == 0 and ss.stdout.strip():
+        assert all("127.0.0.1:" in line for line in ss.stdout.strip().splitlines()), ss.stdout
+
+
+@pytest.mark.parametrize("path", ["/", "/p01", "/static/app.js", "/p01/events", "/api/status"])
+def test_requests_without_the_token_are_refused(server, path):
+    status, body = server.request(path, token=False)
+    assert status == 403 and "token" in body
+    status, _ = server.request(path.replace("/p01/events", "/api/status"), token=True)
+    assert status in (200, 303)
+
+
+def test_a_wrong_token_or_cookie_is_refused(server):
+    status, _ = server.request("/", token=False, headers={"Cookie": f"workbook_token_"
+                                                          f"{server.port}=nope"})
+    assert status == 403
+    status, _ = server.request("/", token=False, headers={"Cookie": f"workbook_token_"
+                                                          f"{server.port}={server.token}"})
+    assert status == 200
+
+
+@pytest.mark.parametrize("host", ["evil.example", f"evil.example:{1}", "127.0.0.1:1",
+                                  "localhost.evil.example"])
+def test_a_foreign_host_header_is_refused_even_with_the_token(server, host):
+    status, body = server.request("/api/status", headers={"Host": host})
+    assert status == 421 and "Host" in body
+
+
+def test_the_token_in_the_url_becomes_a_strict_cookie(server):
+    import urllib.request
+    req = urllib.request.Request(server.url)
+    opener = urllib.request.build_opener(web_fixtures._NoRedirect)
+    try:
+        opener.open(req, timeout=10)
+        raise AssertionError("expected a redirect")
+    except urllib.error.HTTPError as exc:
+        assert exc.code == 303 and "token" not in exc.headers["Location"]
+        cookie = exc.headers["Set-Cookie"]
+    assert server.token in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie
+
+
+@pytest.mark.parametrize("headers", [{}, {"Origin": "http://evil.example"},
+                                     {"Origin": "null"}, {"Origin": "http://127.0.0.1:1"}])
+def test_a_post_from_another_origin_is_refused_and_changes_nothing(server, headers):
+    before = server.progress.read_text() if server.progress.exists() else None
+    for path in ("/p01/done", "/p01/hint/1", "/p01/run", "/p01/undo", "/p01/watch"):
+        status, body = server.request(path, method="POST", headers=headers)
+        assert status == 403 and "origin" in body.lower(), (path, status, body)
+    after = server.progress.read_text() if server.progress.exists() else None
+    assert before == after
+
+
+def test_state_changes_are_post_only(server):
+    for path in ("/p01/done", "/p01/hint/1", "/p01/run"):
+        status, _ = server.request(path)
+        assert status == 405
+
+
+def test_hints_open_one_level_at_a_time_and_are_recorded_like_the_cli(server):
+    status, body = server.request("/p02/hint/2", method="POST", headers=origin(server))
+    assert status == 409 and "level 1 first" in body
+    status, body = server.request("/p02/hint/1", method="POST", headers=origin(server))
+    doc = json.loads(body)
+    assert status == 200 and doc["hints_seen"] == 1 and "<" in doc["html"]
+    out = cli("status", env=server.env())
+    row = next(line for line in out.stdout.splitlines() if "p02" in line)
+    assert "L1" in row
+    # a level opened in the terminal shows as opened on the page
+    assert cli("hint", "p02", "2", env=server.env()).returncode == 0
+    status, page = server.request("/p02")
+    assert status == 200 and 'data-hints-seen="2"' in page
+    assert 'id="hint-L2-body">' in page and 'data-level="3"' in page
+
+
+def test_the_reference_is_shown_only_when_done_or_asked_for_anyway(server):
+    status, body = server.request("/p03/reference")
+    assert status == 403
+    status, body = server.request("/p03/reference?anyway=1")
+    import html
+    import re
+
+    from workbook import manifest
+    shown = html.unescape(re.sub(r"<[^>]+>", "", json.loads(body)["html"]))
+    assert status == 200 and shown.strip() == manifest.get("p03").solution_file.read_text().strip()
+    status, page = server.request("/p03")
+    assert "Show it anyway" in page and "reference-warning" in page
+
+
+def test_mark_done_and_undo_write_the_progress_file(server):
+    assert server.request("/p04/done", method="POST", headers=origin(server))[0] == 200
+    assert json.loads(server.progress.read_text())["problems"]["p04"]["done_at"]
+    assert "done" in next(line for line in cli("status", env=server.env()).stdout
+                          .splitlines() if "p04" in line)
+    assert server.request("/p04/reference")[0] == 200
+    assert server.request("/p04/undo", method="POST", headers=origin(server))[0] == 200
+    assert "done_at" not in json.loads(server.progress.read_text())["problems"]["p04"]
+
+
+def test_a_second_run_while_one_is_running_is_refused(server):
+    first = server.request("/p03/run", method="POST", headers=origin(server))
+    second = server.request("/p03/run", method="POST", headers=origin(server))
+    assert first[0] == 202
+    assert second[0] == 409 and "already running" in json.loads(second[1])["message"]

@@ -1,0 +1,279 @@
+"""The local web app behind ``./check.sh serve`` (Starlette).
+
+Safe by default: every request must carry the per-run token (in the URL the server printed,
+then in a SameSite=Strict cookie), name this server in its ``Host`` header (no DNS
+rebinding), and every state-changing request is a POST from the server's own origin.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+from dataclasses import asdict
+from http.cookies import SimpleCookie
+from pathlib import Path
+from urllib.parse import parse_qs
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.responses import (HTMLResponse, JSONResponse, PlainTextResponse,
+                                 RedirectResponse, Response, StreamingResponse)
+from starlette.routing import Route
+
+from workbook import manifest, progress
+from workbook.render import shown_path
+from workbook.run import Result
+from workbook.web import html, pages
+from workbook.web.runs import Runs
+
+STATIC = Path(__file__).resolve().parent / "static"
+PROBLEM = "{pid:str}"
+
+
+def environment() -> Environment:
+    env = Environment(loader=PackageLoader("workbook.web", "templates"),
+                      autoescape=select_autoescape(["html"]), trim_blocks=True,
+                      lstrip_blocks=True)
+    return env
+
+
+def describe(problem: manifest.Problem, result: Result) -> dict:
+    """The final report for the page: the ``--json`` document plus what the terminal shows
+    around it (the skeleton line, the verdict, one diagnosis per failed checkpoint)."""
+    chapter = pages.chapter(problem)
+    doc = result.to_json()
+    diagnoses = []
+    for cp in result.checkpoints:
+        if cp.status != "failed":
+            continue
+        m = problem.checkpoint(cp.id)
+        hint, section, looks_like = m.hint, m.section, None
+        if cp.pitfall:
+            try:
+                pit = problem.pitfall(cp.pitfall)
+                hint, section, looks_like = pit.hint, pit.section, pit.title
+            except KeyError:
+                looks_like = cp.pitfall
+        diagnoses.append({"id": cp.id, "title": cp.title, "message": cp.message or "failed",
+                          "pitfall": cp.pitfall, "looks_like": looks_like, "hint": hint,
+                          "section": section, "anchor": chapter.sections.get(section),
+                          "notes": cp.notes})
+    shown = shown_path(result.file)
+    if result.import_error:
+        line = f"✗ {result.import_error}"
+    elif result.skeleton:
+        first = next(cp for cp in result.checkpoints if cp.kind == "core")
+        line = (f"✗ {shown} is still the skeleton: {first.message}. "
+                f"Fill in its TODOs, then run the checks again.")
+    else:
+        from workbook import render
+        line = render.verdict(result, problem, recorded=True).plain
+    return {"result": doc, "passed": result.passed, "skeleton": result.skeleton,
+            "line": line, "diagnoses": [] if result.skeleton else diagnoses,
+            "done": bool(progress.entry(progress.load(), problem.id).get("done_at"))}
+
+
+class Guard:
+    """ASGI middleware: token, Host header, same-origin POST."""
+
+    def __init__(self, app, *, token: str, port_of):
+        self.app = app
+        self.token = token
+        self.port_of = port_of  # the bound port is known only once the socket exists
+
+    def cookie_name(self) -> str:
+        return f"workbook_token_{self.port_of()}"
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        port = self.port_of()
+        hosts = {f"127.0.0.1:{port}", f"localhost:{port}"}
+        if headers.get("host", "") not in hosts:
+            return await PlainTextResponse("unknown Host header: this server answers only to "
+                                           f"127.0.0.1:{port}", 421)(scope, receive, send)
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        cookies = SimpleCookie()
+        try:
+            cookies.load(headers.get("cookie", ""))
+        except Exception:  # noqa: BLE001 - a malformed cookie header is just no cookie
+            pass
+        given = [query.get("token", [""])[0], headers.get("x-workbook-token", "")]
+        if self.cookie_name() in cookies:
+            given.append(cookies[self.cookie_name()].value)
+        if not any(g and hmac.compare_digest(g, self.token) for g in given):
+            return await PlainTextResponse(
+                "forbidden: open the link that ./check.sh serve printed (it carries the "
+                "token)", 403)(scope, receive, send)
+        method = scope["method"]
+        if method not in ("GET", "HEAD"):
+            origin = headers.get("origin")
+            if origin not in {f"http://{h}" for h in hosts}:
+                return await PlainTextResponse(
+                    f"forbidden: a {method} must come from this server's own pages "
+                    f"(Origin {origin or 'missing'})", 403)(scope, receive, send)
+        if method == "GET" and "token" in query:
+            # set the cookie, then drop the token from the address bar
+            response = RedirectResponse(scope["path"], 303)
+            response.set_cookie(self.cookie_name(), self.token, httponly=True,
+                                samesite="strict", path="/")
+            return await response(scope, receive, send)
+        return await self.app(scope, receive, send)
+
+
+def create_app(*, token: str, port_of, mine: Path | None = None) -> Starlette:
+    env = environment()
+
+    def file_of(problem: manifest.Problem) -> Path:
+        return pages.learner_file(problem, mine)
+
+    runs = Runs(file_of, describe)
+
+    def urls() -> dict:
+        return {"mode": "serve", "index_url": "/", "page_url": lambda pid: f"/{pid}",
+                "asset": lambda name: f"/static/{name}"}
+
+    def problem_of(request) -> manifest.Problem:
+        pid = request.path_params["pid"]
+        if pid not in manifest.problems():
+            raise KeyError(pid)
+        return manifest.get(pid)
+
+    async def index(request):
+        cards = pages.cards(mine=mine)
+        page = env.get_template("index.html").render(cards=cards, all_cards=cards,
+                                                     current=None, **urls())
+        return HTMLResponse(page)
+
+    async def problem_page(request):
+        try:
+            problem = problem_of(request)
+        except KeyError:
+            return PlainTextResponse("no such problem", 404)
+        cards = pages.cards(mine=mine)
+        card = next(c for c in cards if c.id == problem.id)
+        chapter = await asyncio.to_thread(pages.chapter, problem)
+        hints = [pages.hint(problem, lv) if lv <= card.hints_seen else
+                 pages.closed_hint(problem, lv) for lv in (1, 2, 3)]
+        ch = runs.channel(problem.id)
+        data = {"problem": problem.id, "file": card.file, "hints_seen": card.hints_seen,
+                "done": card.done, "watching": ch.watching,
+                "checkpoints": {cp.id: cp.title for cp in problem.checkpoints}}
+        page = env.get_template("problem.html").render(
+            card=card, all_cards=cards, current=problem.id, chapter=chapter, hints=hints,
+            checkpoints=problem.checkpoints, reference_file=shown_path(problem.solution_file),
+            reference_html=pages.reference(problem) if card.done else "",
+            page_data=data, **urls())
+        return HTMLResponse(page)
+
+    async def events(request):
+        try:
+            problem = problem_of(request)
+        except KeyError:
+            return PlainTextResponse("no such problem", 404)
+
+        async def stream():
+            async for event in runs.channel(problem.id).follow():
+                yield f"data: {json.dumps(event)}\n\n"
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store",
+                                          "X-Accel-Buffering": "no"})
+
+    async def run(request):
+        try:
+            problem = problem_of(request)
+        except KeyError:
+            return JSONResponse({"ok": False, "message": "no such problem"}, 404)
+        ok, message = runs.start(problem.id)
+        return JSONResponse({"ok": ok, "message": message}, 202 if ok else 409)
+
+    async def watch(request):
+        problem = problem_of(request)
+        body = await _json(request)
+        runs.set_watch(problem.id, bool(body.get("on")))
+        return JSONResponse({"ok": True, "watching": runs.channel(problem.id).watching})
+
+    async def open_hint(request):
+        problem = problem_of(request)
+        level = int(request.path_params["level"])
+        if level not in (1, 2, 3):
+            return JSONResponse({"ok": False, "message": "levels are 1, 2 and 3"}, 404)
+        seen = progress.hints_seen(problem.id)
+        if level > seen + 1:
+            return JSONResponse({"ok": False, "message": f"open level {seen + 1} first"}, 409)
+        hint = await asyncio.to_thread(pages.hint, problem, level)
+        await asyncio.to_thread(progress.record_hint, problem.id, level)  # as ./check.sh hint
+        return JSONResponse({"ok": True, "level": level, "html": hint.html,
+                             "hints_seen": progress.hints_seen(problem.id)})
+
+    async def mark_done(request):
+        problem = problem_of(request)
+        await asyncio.to_thread(progress.mark_done, problem.id, shown_path(file_of(problem)))
+        return JSONResponse({"ok": True, "done": True})
+
+    async def undo_done(request):
+        problem = problem_of(request)
+        await asyncio.to_thread(progress.unmark_done, problem.id)
+        return JSONResponse({"ok": True, "done": False})
+
+    async def reference(request):
+        problem = problem_of(request)
+        done = bool(progress.entry(progress.load(), problem.id).get("done_at"))
+        if not done and request.query_params.get("anyway") != "1":
+            return JSONResponse({"ok": False, "message": "not done yet: ask with anyway=1"},
+                                403)
+        return JSONResponse({"ok": True, "html": pages.reference(problem),
+                             "file": shown_path(problem.solution_file)})
+
+    async def status(request):
+        return JSONResponse({"progress": progress.load(),
+                             "cards": [asdict(c) for c in pages.cards(mine=mine)]})
+
+    async def static(request):
+        name = request.path_params["name"]
+        if name == "pygments.css":
+            return Response(html.pygments_css(), media_type="text/css")
+        path = (STATIC / name).resolve()
+        if path.parent != STATIC or not path.is_file():
+            return PlainTextResponse("not found", 404)
+        kind = {"css": "text/css", "js": "text/javascript"}.get(path.suffix[1:], "text/plain")
+        return Response(path.read_bytes(), media_type=kind,
+                        headers={"Cache-Control": "no-cache"})
+
+    routes = [
+        Route("/", index),
+        Route("/static/{name:str}", static),
+        Route("/api/status", status),
+        Route(f"/{PROBLEM}", problem_page),
+        Route(f"/{PROBLEM}/events", events),
+        Route(f"/{PROBLEM}/run", run, methods=["POST"]),
+        Route(f"/{PROBLEM}/watch", watch, methods=["POST"]),
+        Route(f"/{PROBLEM}/hint/{{level:int}}", open_hint, methods=["POST"]),
+        Route(f"/{PROBLEM}/done", mark_done, methods=["POST"]),
+        Route(f"/{PROBLEM}/undo", undo_done, methods=["POST"]),
+        Route(f"/{PROBLEM}/reference", reference),
+    ]
+    @contextlib.asynccontextmanager
+    async def lifespan(_app):
+        yield
+        runs.stop()
+
+    app = Starlette(routes=routes, exception_handlers={KeyError: _not_found},
+                    lifespan=lifespan)
+    app.state.runs = runs
+    return Guard(app, token=token, port_of=port_of)
+
+
+async def _not_found(request, exc):
+    return JSONResponse({"ok": False, "message": f"no such problem: {exc}"}, 404)
+
+
+async def _json(request) -> dict:
+    try:
+        body = await request.json()
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}

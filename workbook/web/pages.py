@@ -1,0 +1,132 @@
+"""What the index and problem pages show, computed once for the server and the static site."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from workbook import ROOT, chapters, manifest, progress
+from workbook.render import shown_path
+from workbook.web import html
+
+HINT_LABELS = {1: "light spoiler", 2: "medium spoiler", 3: "heavy spoiler"}
+HINT_TITLES = {1: "examples and key questions", 2: "approach and common traps",
+               3: "answers, traces, skeleton hints"}
+
+
+@dataclass
+class Card:
+    id: str
+    title: str
+    summary: str
+    minutes: int
+    difficulty: str
+    file: str
+    command: str
+    checkpoints: int
+    done: bool = False
+    done_at: str | None = None
+    last_check: dict | None = None
+    hints_seen: int = 0
+    next: bool = False
+
+    @property
+    def status(self) -> str:
+        if self.done:
+            return "done"
+        if self.last_check:
+            return f"{self.last_check['passed']}/{self.last_check['total']} at last check"
+        return "not started"
+
+
+def learner_file(problem: manifest.Problem, mine: Path | None) -> Path:
+    return (mine / f"{problem.module}.py") if mine else problem.learner_file
+
+
+def cards(data: dict | None = None, mine: Path | None = None) -> list[Card]:
+    data = progress.load() if data is None else data
+    out = []
+    for p in manifest.problems().values():
+        e = progress.entry(data, p.id)
+        out.append(Card(
+            id=p.id, title=p.title, summary=p.summary, minutes=p.minutes,
+            difficulty=p.difficulty, file=shown_path(learner_file(p, mine)),
+            command=f"./check.sh {p.id}", checkpoints=len(p.checkpoints),
+            done=bool(e.get("done_at")), done_at=e.get("done_at"),
+            last_check=e.get("last_check"), hints_seen=int(e.get("hints_seen", 0))))
+    for c in out:  # the next problem to do: the first one not done
+        if not c.done:
+            c.next = True
+            break
+    return out
+
+
+def card(problem_id: str, mine: Path | None = None) -> Card:
+    return next(c for c in cards(mine=mine) if c.id == problem_id)
+
+
+@dataclass
+class Hint:
+    level: int
+    label: str
+    title: str
+    html: str | None
+
+
+@dataclass
+class Chapter:
+    problem: manifest.Problem
+    html: str
+    toc: list[tuple[str, str]]              # (anchor, plain text) of the top sections
+    sections: dict[str, str] = field(default_factory=dict)   # manifest section -> anchor
+
+
+@lru_cache(maxsize=None)
+def _chapter_cached(problem_id: str, mtimes: tuple) -> Chapter:
+    problem = manifest.get(problem_id)
+    ch = chapters.load(problem)
+    body = html.blocks(ch, [b for b in ch.blocks
+                            if not (isinstance(b, chapters.Heading) and b.level == 1)])
+    toc = [(h.anchor, chapters._plain(h.text)) for h in ch.headings if h.level == 2]
+    sections = {}
+    for s in {cp.section for cp in problem.checkpoints} | {p.section for p in problem.pitfalls}:
+        h = ch.heading(s)
+        if h is not None:
+            sections[s] = h.anchor
+    return Chapter(problem, body, toc, sections)
+
+
+def chapter(problem: manifest.Problem) -> Chapter:
+    """The chapter as HTML; re-rendered when the chapter or a timeline file changes."""
+    files = [problem.chapter_file, *sorted((ROOT / "book" / "timelines").glob(f"{problem.id}-*"))]
+    return _chapter_cached(problem.id, tuple((str(f), f.stat().st_mtime_ns) for f in files
+                                             if f.exists()))
+
+
+def _hint_chapter(problem: manifest.Problem, level: int) -> chapters.Chapter:
+    path = problem.hint_file(level)
+    return chapters.parse(path.read_text("utf-8"), problem=problem.id, path=path)
+
+
+def hint_title(ch: chapters.Chapter, level: int) -> str:
+    """What the level is about, from its file's title ("...: examples and key questions")."""
+    _, sep, tail = ch.title.partition(":")
+    return tail.strip() if sep and tail.strip() else HINT_TITLES[level]
+
+
+def hint(problem: manifest.Problem, level: int) -> Hint:
+    """A hint level, rendered (only call this when the reader opens it)."""
+    ch = _hint_chapter(problem, level)
+    items = [b for b in ch.blocks if not (isinstance(b, chapters.Heading) and b.level == 1)]
+    return Hint(level, HINT_LABELS[level], hint_title(ch, level),
+                html.blocks(ch, items, anchor_prefix=f"hint-L{level}-", shift=2))
+
+
+def closed_hint(problem: manifest.Problem, level: int) -> Hint:
+    """A hint level not opened yet: its label and title, no content."""
+    return Hint(level, HINT_LABELS[level], hint_title(_hint_chapter(problem, level), level),
+                None)
+
+
+def reference(problem: manifest.Problem) -> str:
+    return html.python(problem.solution_file.read_text("utf-8"))

@@ -1,0 +1,247 @@
+// The workbook's pages: timelines step by step, hints one level at a time, checks streamed.
+// Plain JavaScript, no build step. The pages work without it (everything is shown).
+"use strict";
+
+window.__wb = { latencies: [], events: [] };
+
+function $(sel, root) { return (root || document).querySelector(sel); }
+function $all(sel, root) { return Array.from((root || document).querySelectorAll(sel)); }
+function esc(s) {
+  return String(s == null ? "" : s).replace(/[&<>"']/g,
+    (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+}
+
+// -- timelines -------------------------------------------------------------------------------
+
+function initTimeline(fig) {
+  const data = JSON.parse(fig.dataset.timeline);
+  const rows = $all("tr.tl-step", fig);
+  const notes = $all("tr.tl-note-row", fig);
+  const controls = $(".tl-controls", fig), now = $(".tl-now", fig);
+  const prev = $(".tl-prev", fig), next = $(".tl-next", fig), pos = $(".tl-pos", fig);
+  const n = data.steps.length;
+  let i = 0;
+  controls.hidden = false;
+  now.hidden = false;
+  fig.classList.add("tl-live");
+
+  function show() {
+    rows.forEach((r, k) => {
+      r.classList.toggle("tl-current", k === i);
+      r.classList.toggle("tl-future", k > i);
+      if (k === i) r.setAttribute("aria-current", "step"); else r.removeAttribute("aria-current");
+    });
+    notes.forEach((r) => { r.classList.toggle("tl-future", Number(r.dataset.note) > i); });
+    const s = data.steps[i];
+    pos.textContent = `Step ${i + 1} of ${n}: ${s.label}`;
+    let body = "";
+    data.actors.forEach((a, k) => {
+      body += `<tr class="tl-now-do"><th scope="row">${esc(a)}</th><td>${s.do[k] || "<span class=\"muted\">—</span>"}</td></tr>`;
+    });
+    data.state.forEach((name, k) => {
+      const changed = i > 0 && data.steps[i - 1].state[k] !== s.state[k];
+      body += `<tr class="tl-now-state${changed ? " changed" : ""}"><th scope="row">${esc(name)}</th><td>${s.state[k] || ""}${changed ? ' <span class="changed-mark">changed</span>' : ""}</td></tr>`;
+    });
+    now.innerHTML = `<table class="tl-now-table"><caption>At step ${esc(s.label)}</caption><tbody>${body}</tbody></table>` +
+      (s.note ? `<p class="tl-now-note">${s.note}</p>` : "");
+    prev.disabled = i === 0;
+    next.disabled = i === n - 1;
+    fig.dataset.step = String(i);
+  }
+  function go(k) { i = Math.max(0, Math.min(n - 1, k)); show(); }
+  prev.addEventListener("click", () => go(i - 1));
+  next.addEventListener("click", () => go(i + 1));
+  fig.addEventListener("keydown", (e) => {
+    if (e.target.closest("button") && (e.key === "Enter" || e.key === " ")) return;
+    const map = { ArrowRight: i + 1, ArrowDown: i + 1, ArrowLeft: i - 1, ArrowUp: i - 1, Home: 0, End: n - 1 };
+    if (e.key in map) { e.preventDefault(); go(map[e.key]); }
+  });
+  show();
+}
+
+// -- hints -----------------------------------------------------------------------------------
+
+function enableNextHint(level) {
+  const nextBtn = $(`#hint-L${level + 1} button.reveal`);
+  if (nextBtn) nextBtn.disabled = false;
+}
+
+function initStaticHints() {
+  $all("section.hint").forEach((sec) => {
+    const btn = $("button.reveal", sec), body = $(".hint-body", sec);
+    if (!btn) return;
+    btn.addEventListener("click", () => {
+      body.hidden = false;
+      btn.hidden = true;
+      btn.setAttribute("aria-expanded", "true");
+      enableNextHint(Number(sec.dataset.level));
+      body.focus && body.setAttribute("tabindex", "-1");
+      body.focus();
+    });
+  });
+}
+
+async function post(url, body) {
+  const res = await fetch(url, {
+    method: "POST", credentials: "same-origin",
+    headers: { "Content-Type": "application/json" }, body: JSON.stringify(body || {}),
+  });
+  let doc = {};
+  try { doc = await res.json(); } catch (e) { doc = { ok: false, message: res.statusText }; }
+  doc.status = res.status;
+  return doc;
+}
+
+function initServedHints(pid) {
+  $all("button.open-hint").forEach((btn) => {
+    btn.addEventListener("click", async () => {
+      const level = Number(btn.dataset.level);
+      btn.disabled = true;
+      const doc = await post(`/${pid}/hint/${level}`);
+      const body = $(`#hint-L${level}-body`);
+      if (!doc.ok) { btn.disabled = false; body.hidden = false; body.innerHTML = `<p class="error">${esc(doc.message)}</p>`; return; }
+      body.innerHTML = doc.html;
+      body.hidden = false;
+      body.setAttribute("tabindex", "-1");
+      btn.remove();
+      document.body.dataset.hintsSeen = String(doc.hints_seen);
+      enableNextHint(level);
+      body.querySelectorAll("figure.timeline").forEach(initTimeline);
+      body.focus();
+    });
+  });
+}
+
+// -- checks ----------------------------------------------------------------------------------
+
+const ICONS = { passed: "✓", failed: "✗", not_attempted: "·", pending: "·", running: "…" };
+const WORDS = { passed: "passed", failed: "failed", not_attempted: "not attempted", pending: "not run", running: "running" };
+
+function setCheckpoint(id, status, seconds) {
+  const li = $(`#checklist li[data-checkpoint="${CSS.escape(id)}"]`);
+  if (!li) return;
+  li.dataset.status = status;
+  $(".icon", li).textContent = ICONS[status] || "?";
+  $(".state", li).textContent = WORDS[status] || status;
+  $(".secs", li).textContent = seconds != null && status !== "running" ? `${Number(seconds).toFixed(2)}s` : "";
+}
+
+function renderDiagnoses(pid, doc) {
+  const box = $("#diagnoses");
+  box.innerHTML = doc.diagnoses.map((d) => {
+    const section = d.anchor ? `<a href="#${esc(d.anchor)}">book section “${esc(d.section)}”</a>` : `book section “${esc(d.section)}”`;
+    return `<section class="diagnosis" data-checkpoint="${esc(d.id)}" aria-label="Diagnosis: ${esc(d.title)}">
+      <h3>✗ ${esc(d.title)}</h3>
+      <p class="message">${esc(d.message)}</p>
+      ${d.looks_like ? `<p><strong>Looks like:</strong> ${esc(d.looks_like)}</p>` : ""}
+      ${(d.notes || []).map((n) => `<p class="muted">${esc(n)}</p>`).join("")}
+      <p><strong>Read:</strong> <a href="#hint-L${d.hint}" class="hint-link" data-level="${d.hint}">hint level ${d.hint}</a> · ${section}</p>
+    </section>`;
+  }).join("");
+}
+
+function initChecks(pid, data) {
+  const runBtn = $("#run"), status = $("#run-status"), verdict = $("#verdict"), watch = $("#watch");
+  watch.checked = !!data.watching;
+  let running = false;
+
+  function busy(on) {
+    running = on;
+    runBtn.textContent = on ? "Running…" : "Run checks";
+    runBtn.setAttribute("aria-busy", on ? "true" : "false");
+  }
+
+  runBtn.addEventListener("click", async () => {
+    const doc = await post(`/${pid}/run`);
+    if (!doc.ok) { status.textContent = doc.message; status.dataset.kind = "refused"; }
+  });
+  watch.addEventListener("change", async () => {
+    const doc = await post(`/${pid}/watch`, { on: watch.checked });
+    watch.checked = !!doc.watching;
+  });
+
+  const source = new EventSource(`/${pid}/events`);
+  window.__wb.source = source;
+  source.onmessage = (msg) => {
+    const ev = JSON.parse(msg.data);
+    const got = Date.now() / 1000;
+    window.__wb.events.push({ ...ev, received_at: got });
+    if (ev.type === "hello") {
+      document.body.dataset.stream = "open";
+      if (ev.running) busy(true);
+      watch.checked = !!ev.watching;
+    } else if (ev.type === "start") {
+      busy(true);
+      status.dataset.kind = "running";
+      status.textContent = `Checking ${ev.file}${ev.why === "file saved" ? " (saved)" : ""}…`;
+      verdict.textContent = "";
+      verdict.className = "";
+      $("#diagnoses").innerHTML = "";
+      ev.checkpoints.forEach((id) => setCheckpoint(id, "running"));
+    } else if (ev.type === "checkpoint") {
+      setCheckpoint(ev.id, ev.status, ev.seconds);
+      if (ev.reported_at) window.__wb.latencies.push({ id: ev.id, run: ev.run, seconds: got - ev.reported_at });
+    } else if (ev.type === "import_error") {
+      status.textContent = ev.message;
+    } else if (ev.type === "result") {
+      ev.result.checkpoints.forEach((cp) => setCheckpoint(cp.id, cp.status, cp.seconds));
+      verdict.textContent = ev.line;
+      verdict.className = ev.passed ? "verdict ok" : "verdict bad";
+      status.dataset.kind = "finished";
+      status.textContent = ev.skeleton ? "Nothing implemented yet." : `Checked ${ev.result.file.split("/").slice(-2).join("/")}.`;
+      renderDiagnoses(pid, ev);
+      document.body.dataset.lastRun = String(ev.run);
+      if (ev.done) showDone(true);
+    } else if (ev.type === "error") {
+      status.textContent = ev.message;
+      status.dataset.kind = "error";
+    } else if (ev.type === "idle") {
+      busy(false);
+    } else if (ev.type === "watch") {
+      watch.checked = !!ev.on;
+    }
+  };
+  source.onerror = () => { document.body.dataset.stream = "retrying"; };
+}
+
+// -- done / reference ------------------------------------------------------------------------
+
+function showDone(done) {
+  const m = $("#mark-done"), u = $("#undo-done"), st = $("#status");
+  if (m) m.hidden = done;
+  if (u) u.hidden = !done;
+  if (st) st.textContent = done ? "done" : "open";
+  $("#card").classList.toggle("is-done", done);
+}
+
+function initDone(pid) {
+  const m = $("#mark-done"), u = $("#undo-done");
+  if (m) m.addEventListener("click", async () => { const d = await post(`/${pid}/done`); if (d.ok) { showDone(true); u.focus(); } });
+  if (u) u.addEventListener("click", async () => { const d = await post(`/${pid}/undo`); if (d.ok) { showDone(false); m.focus(); } });
+}
+
+function initReference(pid) {
+  const btn = $("#show-anyway");
+  if (!btn) return;
+  const warn = $("#reference-warning");
+  btn.addEventListener("click", () => { warn.hidden = false; btn.hidden = true; $("#show-confirm").focus(); });
+  $("#show-cancel").addEventListener("click", () => { warn.hidden = true; btn.hidden = false; btn.focus(); });
+  $("#show-confirm").addEventListener("click", async () => {
+    const res = await fetch(`/${pid}/reference?anyway=1`, { credentials: "same-origin" });
+    const doc = await res.json();
+    warn.hidden = true;
+    $("#reference-code").innerHTML = doc.ok ? doc.html : `<p class="error">${esc(doc.message)}</p>`;
+  });
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $all("figure.timeline").forEach(initTimeline);
+  const mode = document.body.dataset.mode, pid = document.body.dataset.problem;
+  if (!pid) return;
+  if (mode === "static") { initStaticHints(); return; }
+  const data = JSON.parse($("#page-data").textContent);
+  initServedHints(pid);
+  initChecks(pid, data);
+  initDone(pid);
+  initReference(pid);
+});
