@@ -287,7 +287,11 @@ def cmd_selftest(argv: list[str]) -> int:
 
 def cmd_web(kind: str, argv: list[str]) -> int:
     """``serve`` / ``site``: the workbook in the browser (the ``web`` extra)."""
-    return _delegate(kind, f"workbook.web.{'server' if kind == 'serve' else 'site'}", argv)
+    try:
+        return _delegate(kind, f"workbook.web.{'server' if kind == 'serve' else 'site'}", argv)
+    except ModuleNotFoundError as exc:
+        raise UsageError(f"'{kind}' needs the web extra ({exc.name} is missing): run it as "
+                         f"./check.sh {kind}, which installs it") from None
 
 
 def _no_args(name: str, argv: list[str]) -> None:
