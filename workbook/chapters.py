@@ -273,8 +273,10 @@ def read_pitfall_diff(problem_id: str, name: str) -> tuple[str, str]:
     return "\n".join(lines).strip(), ""
 
 
-def problems_of_directives(chapter: Chapter) -> list[str]:
-    """Readable problems with the chapter's directives: missing timelines or diffs."""
+def problems_of_directives(chapter: Chapter, *, strict: bool = False) -> list[str]:
+    """Readable problems with the chapter's directives: missing timelines, unknown pitfalls,
+    missing diffs.  A declared pitfall still shipped as the old ``.py`` module (not yet
+    converted to a diff) passes unless ``strict``."""
     problems: list[str] = []
     for block in chapter.walk():
         if isinstance(block, TimelineRef):
@@ -288,7 +290,15 @@ def problems_of_directives(chapter: Chapter) -> list[str]:
                                 f"belongs to {tl.problem}, not {chapter.problem}")
         elif isinstance(block, PitfallDiff):
             path = pitfall_diff_file(chapter.problem, block.name)
-            if not path.is_file():
-                problems.append(f"{chapter.path.name}:{block.line}: pitfall-diff {block.name}: "
-                                f"{path.relative_to(ROOT)} does not exist")
+            where = f"{chapter.path.name}:{block.line}: pitfall-diff {block.name}"
+            try:
+                declared = block.name in {p.name for p in manifest.get(chapter.problem).pitfalls}
+            except KeyError:
+                declared = False
+            if not declared:
+                problems.append(f"{where}: no such pitfall in the manifest of {chapter.problem}")
+            elif not path.is_file():
+                legacy = path.with_suffix(".py").is_file()  # not converted to a diff yet
+                if strict or not legacy:
+                    problems.append(f"{where}: {path.relative_to(ROOT)} does not exist")
     return problems

@@ -40,6 +40,54 @@ def _forbidden() -> list[Path]:
 ISOLATION = sandbox.detect(_forbidden()).mode
 
 
+
+def _imports_from(stage_dir: Path, module: str) -> str:
+    """What ``python -v`` says about loading ``module`` from the staged copy."""
+    out = subprocess.run([sys.executable, "-I", "-B", "-v", "-c",
+                          f"import sys; sys.path.insert(0, {str(stage_dir)!r}); import {module}"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stderr
+
+
+def test_the_harness_is_compiled_once_and_a_run_loads_it_only_while_the_bytes_match():
+    harness = sandbox.Harness.snapshot(P01)
+    compiled = dict(harness.bytecode)
+    assert "workbook/__pycache__/testkit." + sys.implementation.cache_tag + ".pyc" in compiled
+    assert not [rel for rel in compiled if "/test_" in rel or "conftest" in rel]
+    with sandbox.Stage(harness, P01.module, b"", None) as stage:
+        pyc = stage.dir / "workbook" / "__pycache__" / f"testkit.{sys.implementation.cache_tag}.pyc"
+        assert f"{pyc} matches" in _imports_from(stage.dir, "workbook.testkit")
+        source = stage.dir / "workbook" / "testkit.py"
+        source.write_bytes(source.read_bytes() + b"\nCHANGED = True\n")
+        assert f"{pyc} matches" not in _imports_from(stage.dir, "workbook.testkit")
+    assert harness.fingerprint == sandbox.Harness.snapshot(P01).fingerprint
+
+
+def test_a_run_leaves_at_once_after_its_end_record():
+    """The verdict is complete at the end record: no interpreter teardown (an atexit
+    handler never runs), every record there, and the exit code of an honest run (a run a
+    non-daemon thread keeps alive: the battery's lingering_thread)."""
+    harness = sandbox.Harness.snapshot(P01)
+    source = P01.solution_file.read_bytes() + (
+        b"\nimport atexit\natexit.register(lambda: print('TEARDOWN-RAN', flush=True))\n")
+    with sandbox.UidClaim(1 if ISOLATION != "none" else 0) as claim:
+        uid = (claim.uids or [None])[0]
+        with sandbox.Stage(harness, P01.module, source, uid) as stage:
+            outcome = sandbox.run(stage, judging.pytest_args(P01, stage),
+                                  sandbox.Limits.for_wall(90), iso=sandbox.detect(_forbidden()),
+                                  uid=uid)
+    assert isinstance(outcome.records[-1], protocol.End), outcome.output[-2000:]
+    assert outcome.timed_out is None and outcome.exit_code == 0
+    assert "TEARDOWN-RAN" not in outcome.output
+
+
+def test_by_default_a_batch_runs_four_runs_per_core_at_once():
+    from workbook.grading import batch
+    cores = len(os.sched_getaffinity(0))
+    assert batch.default_jobs() == min(4 * cores, sandbox.UID_POOL)
+    assert batch._parser().parse_args(["x"]).jobs == batch.default_jobs()
+
 def _grade(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     return cli("grade", *args, "--time-limit", LIMIT, timeout=timeout)
 

@@ -258,6 +258,22 @@ def test_a_pitfall_file_gets_the_same_diagnosis_as_the_cli_with_links(page, serv
     assert page.locator(f"[id='{href[1:]}']").count() == 1  # the exact chapter section
 
 
+def test_a_check_that_kills_its_own_process_loses_neither_file_nor_progress(page, server):
+    hostile = ("import os\n\nclass OutputSink:\n    def __init__(self, *a, **k):\n"
+               "        os._exit(3)\n")
+    server.learner("p01").write_text(hostile, "utf-8")
+    before = json.loads(server.progress.read_text())["problems"]["p01"]
+    page.goto(server.base + "/p01")
+    page.wait_for_function("document.body.dataset.stream === 'open'")
+    result = _run_from_page(page)["result"]
+    assert not result["passed"] and result["result"]["incomplete"]
+    assert any("did not finish" in (c["message"] or "") for c in result["result"]["checkpoints"])
+    assert server.learner("p01").read_text("utf-8") == hostile
+    after = json.loads(server.progress.read_text())["problems"]["p01"]
+    assert after["hints_seen"] == before["hints_seen"] and after.get("done_at") == before.get("done_at")
+    assert server.request("/api/status")[0] == 200 and server.proc.poll() is None
+
+
 def test_watch_reruns_the_checks_when_the_file_is_saved(page, server):
     page.goto(server.base + "/p01")
     page.wait_for_function("document.body.dataset.stream === 'open'")

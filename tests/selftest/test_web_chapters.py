@@ -24,6 +24,16 @@ def test_every_manifest_section_names_a_heading_of_the_chapter(problem):
     assert not missing, f"{problem.id}: sections without a heading: {missing}"
 
 
+def test_a_directive_naming_nothing_is_reported():
+    ch = chapters.parse("# x\n\n<!-- timeline: p01-nowhere -->\n\n<!-- pitfall-diff: no_such -->\n"
+                        "\n<!-- timeline: p02-state-first -->\n", problem="p01")
+    found = chapters.problems_of_directives(ch)
+    assert len(found) == 3, found
+    assert "no timeline 'p01-nowhere'" in found[0]
+    assert "no such pitfall" in found[1]
+    assert "belongs to p02" in found[2]
+
+
 def test_every_timeline_is_valid_and_used_by_exactly_one_chapter():
     used: dict[str, int] = {}
     for problem in PROBLEMS:
@@ -125,6 +135,15 @@ def test_book_renders_timelines_as_tables_and_hides_folds_unless_answers():
     assert "<!-- timeline" not in out.stdout
     for column in tl.state:
         assert column in out.stdout
+    assert "<details>" not in out.stdout and "<!-- pitfall-diff" not in out.stdout
+    p01 = chapters.load(__import__("workbook.manifest").manifest.get("p01"))
+    folds = [b for b in p01.walk() if isinstance(b, chapters.Fold)]
+    for fold in folds:  # closed by default, every one of them; opened with --answers
+        assert f"▸ {chapters._plain(fold.summary)}" in out.stdout
+    if folds:
+        opened = cli("book", "p01", "--answers")
+        assert opened.returncode == 0 and "(hidden: ./check.sh book" not in opened.stdout
+        assert len(opened.stdout) > len(out.stdout)
 
 
 def _text(renderable) -> str:

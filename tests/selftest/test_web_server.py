@@ -129,3 +129,30 @@ def test_a_second_run_while_one_is_running_is_refused(server):
     second = server.request("/p03/run", method="POST", headers=origin(server))
     assert first[0] == 202
     assert second[0] == 409 and "already running" in json.loads(second[1])["message"]
+
+
+def test_stopping_the_server_stops_its_running_checks(tmp_path):
+    import subprocess
+    import time
+
+    s = web_fixtures.start(tmp_path)
+    try:
+        assert s.request("/p03/run", method="POST", headers=origin(s))[0] == 202
+        target = str(s.learner("p03"))
+
+        def checks() -> list[str]:
+            out = subprocess.run(["pgrep", "-f", "--", target], capture_output=True,
+                                 text=True)
+            return out.stdout.split()
+
+        deadline = time.monotonic() + 20
+        while not checks() and time.monotonic() < deadline:  # the run's pytest is up
+            time.sleep(0.05)
+        assert checks(), "the run never started"
+    finally:
+        web_fixtures.stop_proc(s.proc)
+    deadline = time.monotonic() + 10
+    while checks() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not checks(), "a check outlived the server"
+    assert s.proc.returncode in (0, -15)  # uvicorn re-raises the SIGTERM it handled

@@ -3,7 +3,7 @@ autograder.
 
 The zip holds what ``runner.staged_files`` stages for a graded run (the harness package and
 the chosen problems' acceptance sets; never solutions, hints or the book), the project's
-``pyproject.toml``, a ``constraints.txt`` pinning every runtime dependency to the version the
+``pyproject.toml``, a ``constraints.txt`` pinning every installed distribution to the version the
 bundle was built with, ``setup.sh`` (Gradescope runs it once per image) and
 ``run_autograder`` (once per submission; it writes a valid ``results.json`` whatever happens).
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import re
 import zipfile
 from importlib import metadata
 from pathlib import Path
@@ -70,37 +69,16 @@ exit 0
 """
 
 
-def _requirement_names(dist: str) -> list[str]:
-    names = []
-    for req in metadata.requires(dist) or []:
-        if "extra ==" in req:
-            continue
-        marker = req.split(";", 1)
-        if len(marker) == 2 and "python_version" in marker[1]:
-            try:
-                metadata.version(re.split(r"[<>=!~\[ ;]", req, maxsplit=1)[0])
-            except metadata.PackageNotFoundError:
-                continue
-        names.append(re.split(r"[<>=!~\[ ;]", req, maxsplit=1)[0])
-    return names
-
-
 def constraints() -> str:
-    """``name==version`` for every installed runtime dependency of the workbook, recursively
-    (the versions this bundle is built and tested with)."""
-    wanted, seen, lines = _requirement_names("concurrency-workbook"), set(), []
-    while wanted:
-        name = wanted.pop()
-        key = name.lower().replace("_", "-")
-        if key in seen:
-            continue
-        seen.add(key)
-        try:
-            lines.append(f"{key}=={metadata.version(name)}")
-        except metadata.PackageNotFoundError:
-            continue
-        wanted += _requirement_names(name)
-    return "\n".join(sorted(lines)) + "\n"
+    """``name==version`` of every distribution installed beside the workbook: the versions
+    the bundle is built and tested with.  A constraint pins only what something requires,
+    so pins of tools the autograder never installs are harmless."""
+    pins = {}
+    for dist in metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
+        if name and name != "concurrency-workbook":
+            pins[name] = dist.version
+    return "".join(f"{name}=={version}\n" for name, version in sorted(pins.items()))
 
 
 def bundle_files(problems: list[manifest.Problem]) -> dict[str, bytes]:

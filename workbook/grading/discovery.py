@@ -30,6 +30,14 @@ class Submission:
     files: dict[str, Path] = field(default_factory=dict)    # problem id -> learner file
     refused: dict[str, str] = field(default_factory=dict)   # problem id -> why not run
 
+    def add(self, problem_id: str, path: Path) -> None:
+        """``path`` as this submission's file for ``problem_id``, or refused and why."""
+        refusal = _refusal(path)
+        if refusal:
+            self.refused[problem_id] = refusal
+        else:
+            self.files[problem_id] = path
+
     @staticmethod
     def read(path: Path) -> bytes:
         """The file's bytes, refusing to follow a link swapped in since discovery."""
@@ -104,13 +112,8 @@ def _folder_submission(name: str, folder: Path, problems: list[manifest.Problem]
     sub = Submission(name, folder)
     for problem in problems:
         path = _find(folder, problem.learner_file.name)
-        if path is None:
-            continue
-        refusal = _refusal(path)
-        if refusal:
-            sub.refused[problem.id] = refusal
-        else:
-            sub.files[problem.id] = path
+        if path is not None:
+            sub.add(problem.id, path)
     return sub
 
 
@@ -127,11 +130,7 @@ def _file_submission(path: Path, problems: list[manifest.Problem]) -> Submission
     problem = matches[0]
     name = path.stem.replace(problem.module, "").strip("_-. ") or path.stem
     sub = Submission(name, path)
-    refusal = _refusal(path)
-    if refusal:
-        sub.refused[problem.id] = refusal
-    else:
-        sub.files[problem.id] = path
+    sub.add(problem.id, path)
     return sub
 
 

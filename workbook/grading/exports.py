@@ -86,12 +86,6 @@ def gradescope_results(row: Row, problems: list[manifest.Problem]) -> dict:
             "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}
 
 
-def failed_results(reason: str) -> dict:
-    """A valid ``results.json`` for when the grader itself could not grade."""
-    return {"score": 0, "output": f"The autograder could not grade this submission: {reason}",
-            "visibility": "visible", "stdout_visibility": "visible", "tests": []}
-
-
 def safe_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name).strip(".") or "_"
 

@@ -57,7 +57,8 @@ def describe(problem: manifest.Problem, result: Result) -> dict:
                 looks_like = cp.pitfall
         diagnoses.append({"id": cp.id, "title": cp.title, "message": cp.message or "failed",
                           "pitfall": cp.pitfall, "looks_like": looks_like, "hint": hint,
-                          "section": section, "anchor": chapter.sections.get(section),
+                          "section": chapter.titles.get(section, section),
+                          "anchor": chapter.sections.get(section),
                           "notes": cp.notes})
     shown = shown_path(result.file)
     if result.import_error:

@@ -79,6 +79,7 @@ class Chapter:
     html: str
     toc: list[tuple[str, str]]              # (anchor, plain text) of the top sections
     sections: dict[str, str] = field(default_factory=dict)   # manifest section -> anchor
+    titles: dict[str, str] = field(default_factory=dict)     # manifest section -> heading
 
 
 @lru_cache(maxsize=None)
@@ -88,12 +89,12 @@ def _chapter_cached(problem_id: str, mtimes: tuple) -> Chapter:
     body = html.blocks(ch, [b for b in ch.blocks
                             if not (isinstance(b, chapters.Heading) and b.level == 1)])
     toc = [(h.anchor, chapters._plain(h.text)) for h in ch.headings if h.level == 2]
-    sections = {}
+    sections, titles = {}, {}
     for s in {cp.section for cp in problem.checkpoints} | {p.section for p in problem.pitfalls}:
         h = ch.heading(s)
         if h is not None:
-            sections[s] = h.anchor
-    return Chapter(problem, body, toc, sections)
+            sections[s], titles[s] = h.anchor, chapters._plain(h.text)
+    return Chapter(problem, body, toc, sections, titles)
 
 
 def chapter(problem: manifest.Problem) -> Chapter:

@@ -175,6 +175,10 @@ _h_never.acquire()
 
 def _h_trace(frame, event, arg):
     if _h_is_test_call(frame, event):
+        # No signal handler runs in this thread from now on, and an exception injected from
+        # another thread waits for a bytecode boundary that never comes: the acquire never
+        # returns.  (Without the mask, a second signal landing in the except clause escaped.)
+        _h_signal.pthread_sigmask(_h_signal.SIG_BLOCK, _h_signal.valid_signals())
         while True:  # nobody will ever release it, and no exception gets it out
             try:
                 _h_never.acquire()
@@ -275,8 +279,8 @@ raise RuntimeError("fork bomb was NOT stopped")
     "memory_bomb": lambda p, ctx: with_prelude('''
 _h_chunks = []
 try:
-    for _ in range(12):  # a cap: 3 GiB, sandbox or not
-        _h_chunks.append(b"x" * (256 << 20))
+    for _ in range(12):  # a cap: 3 GiB of address space (calloc'd: no page is touched)
+        _h_chunks.append(bytes(256 << 20))
 except MemoryError:
     del _h_chunks
     raise RuntimeError("memory bomb stopped by the memory limit")
@@ -578,7 +582,7 @@ def build(root: Path, problems: list[manifest.Problem], *, count: int | None = N
 
     Fixed part: every problem's reference, skeleton, alternates, a nested layout, a lone
     file, an empty folder, and each hostile kind (aimed at the problems in turn).  The rest,
-    up to ``count`` submissions, mixes one pitfall per problem."""
+    up to ``count`` submissions, mixes one pitfall or wrong variant per problem."""
     battery = Battery(root, marker=f"workbook-orphan-{uuid.uuid4().hex[:12]}")
     ctx = Context(battery.marker, isolation)
     subs = battery.submissions
@@ -623,13 +627,15 @@ def build(root: Path, problems: list[manifest.Problem], *, count: int | None = N
         name = f"mixed-{k + 1:02d}"
         per = {}
         for j, p in enumerate(problems):
-            if not p.pitfalls:
+            pool = [(w, p.pitfall_file) for w in p.pitfalls] + \
+                   [(w, p.wrong_file) for w in p.wrongs]
+            if not pool:
                 continue
-            pit = p.pitfalls[(k + j) % len(p.pitfalls)]
-            _write(subs / name, p, self_contained(p.pitfall_file(pit.name)))
+            pit, materialize = pool[(k + j) % len(pool)]
+            _write(subs / name, p, self_contained(materialize(pit.name)))
             lost = sum(p.checkpoint(c).points for c in pit.fails)
             per[p.id] = {"status": "ok", "fails": list(pit.fails), "score_max": p.points - lost,
-                         "pitfall": pit.name}
+                         "pitfall" if materialize == p.pitfall_file else "wrong": pit.name}
         add(name, per)
     battery.save()
     return battery

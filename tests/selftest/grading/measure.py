@@ -2,12 +2,16 @@
 
     python -m tests.selftest.grading.measure [--count 40] [--jobs 2] [--out DIR]
                                              [--kill-after 0.5] [--clean-run] [--oracle]
+                                             [--mix all|typical] [--throughput-only]
 
 1. builds ``--count`` submissions across every problem that exists (``battery.build``);
 2. grades them with ``--jobs N`` and SIGKILLs the grader once about ``--kill-after`` of the
    runs have finished; checks that no sandboxed process survived it;
 3. grades again (resume): nothing finished is redone; every row must be as expected;
 4. ``--clean-run``: one more uninterrupted ``--fresh`` batch, for a clean throughput figure;
+``--mix typical``: no hostile files (the honest and typical wrong class); ``--throughput-only``:
+skip 2 and 3 (only the clean run).
+
 5. ``--oracle``: each pitfall pair must match, checkpoint by checkpoint, an unsandboxed
    ``run_check`` of the original pitfall file.
 
@@ -43,9 +47,13 @@ def _command(subs: Path, state: Path, jobs: int, *extra: str) -> list[str]:
             "--format", "json", "--out", str(state), *extra]
 
 
-def _sandbox_processes(jobs: int) -> list[int]:
-    return [pid for slot in range(jobs)
-            for pid in sandbox.processes_of(sandbox.UID_BASE + slot)]
+def _sandbox_processes(state: Path) -> list[int]:
+    """Live processes of the uids the (killed) batch had claimed, as its gradebook says."""
+    try:
+        uids = json.loads(state.read_text())["sandbox_uids"]
+    except (OSError, ValueError, KeyError):
+        return []
+    return [pid for uid in uids for pid in sandbox.processes_of(uid)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,11 +64,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kill-after", type=float, default=0.5)
     parser.add_argument("--clean-run", action="store_true")
     parser.add_argument("--oracle", action="store_true")
+    parser.add_argument("--mix", choices=("all", "typical"), default="all",
+                        help="typical: no hostile submissions")
+    parser.add_argument("--throughput-only", action="store_true",
+                        help="only the clean run (implies --clean-run)")
     args = parser.parse_args(argv)
     out = args.out or Path(tempfile.mkdtemp(prefix="workbook-battery-"))
     problems = list(manifest.problems().values())
     iso = sandbox.detect([p.solution_file for p in problems])
-    bat = battery.build(out, problems, count=args.count, isolation=iso.mode)
+    bat = battery.build(out, problems, count=args.count, isolation=iso.mode,
+                        hostile=[] if args.mix == "typical" else None)
     pairs = len(bat.expected) * len(problems)
     submitted = sum(1 for per in bat.expected.values() for e in per.values()
                     if e["status"] != "not_submitted" and "symbolic link" not in
@@ -69,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
           f"pairs, {submitted} to run; isolation {iso.mode}; in {out}")
     state = out / "gradebook.json"
     failures: list[str] = []
+    if args.throughput_only:
+        return _report(_clean_run(args, bat, out, problems, pairs, submitted, failures)[1])
 
     # -- 2. a batch killed midway
     started = time.monotonic()
@@ -82,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     first_seconds = time.monotonic() - started
     before = _finished(state)
     time.sleep(1)
-    left = _sandbox_processes(args.jobs)
+    left = _sandbox_processes(state)
     print(f"killed the batch after {first_seconds:.0f} s with {len(before)} runs finished; "
           f"sandbox processes alive 1 s later: {len(left)}")
     if left:
@@ -119,17 +134,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # -- 4. a clean run
     if args.clean_run:
-        started = time.monotonic()
-        clean = subprocess.run(_command(bat.submissions, out / "clean.json", args.jobs,
-                                        "--fresh", "--quiet"), cwd=ROOT,
-                               capture_output=True, text=True)
-        seconds = time.monotonic() - started
-        doc = json.loads((out / "clean.json").read_text())
-        wrong = battery.mismatches(doc, bat, problems)
-        failures += [f"clean run: {m}" for m in wrong]
-        print(f"clean run (--fresh, --jobs {args.jobs}): {pairs} pairs in {seconds:.0f} s → "
-              f"{pairs / seconds * 60:.1f} pairs/min, {submitted / seconds * 60:.1f} runs/min; "
-              f"{len(wrong)} mismatches; exit {clean.returncode}")
+        doc, failures = _clean_run(args, bat, out, problems, pairs, submitted, failures)
 
     # -- 5. the pitfall pairs against an unsandboxed check of the original files
     if args.oracle:
@@ -159,6 +164,34 @@ def main(argv: list[str] | None = None) -> int:
         for line in varied:
             print("   ", line)
 
+    return _report(failures)
+
+
+def _clean_run(args, bat, out: Path, problems, pairs: int, submitted: int,
+               failures: list[str]) -> tuple[dict, list[str]]:
+    """One uninterrupted ``--fresh`` batch: the throughput figure."""
+    started = time.monotonic()
+    clean = subprocess.run(_command(bat.submissions, out / "clean.json", args.jobs,
+                                    "--fresh", "--quiet"), cwd=ROOT,
+                           capture_output=True, text=True)
+    seconds = time.monotonic() - started
+    doc = json.loads((out / "clean.json").read_text())
+    wrong = battery.mismatches(doc, bat, problems)
+    runs = [e["seconds"] for r in doc["rows"].values() for e in r["problems"].values()
+            if e.get("seconds")]
+    print(f"clean run (--fresh, --jobs {args.jobs}, mix {args.mix}): {pairs} pairs, "
+          f"{len(runs)} runs in {seconds:.0f} s → {len(runs) / seconds * 60:.1f} runs/min "
+          f"({pairs / seconds * 60:.1f} pairs/min); mean run {sum(runs) / len(runs):.2f} s; "
+          f"{len(wrong)} mismatches; exit {clean.returncode}; load {_load()}")
+    return doc, failures + [f"clean run: {m}" for m in wrong]
+
+
+def _load() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def _report(failures: list[str]) -> int:
     for line in failures:
         print("MISMATCH", line)
     print("ALL AS EXPECTED" if not failures else f"{len(failures)} problems")

@@ -16,7 +16,9 @@ solutions), ``none`` (not root: resource limits only).
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
+import marshal
 import os
 import secrets
 import shutil
@@ -156,17 +158,36 @@ def staged_files(problems: list[manifest.Problem], root: Path = ROOT) -> list[Pa
     return sorted({q.relative_to(root) for q in files})
 
 
+def _bytecode(rel: str, source: bytes) -> tuple[str, bytes] | None:
+    """``rel``'s compiled form as a checked-hash ``.pyc`` (PEP 552: valid whatever the staged
+    file's mtime, and only while its bytes are the ones compiled), so that no run compiles
+    the harness again.  None for files pytest rewrites itself (tests, conftest)."""
+    name = Path(rel).name
+    if not name.endswith(".py") or name.startswith("test_") or name == "conftest.py":
+        return None
+    try:
+        code = compile(source, rel, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return None
+    header = importlib.util.MAGIC_NUMBER + (0b11).to_bytes(4, "little")
+    return (importlib.util.cache_from_source(rel),
+            header + importlib.util.source_hash(source) + marshal.dumps(code))
+
+
 @dataclass(frozen=True)
 class Harness:
     """The files that judge one problem, read once: every run of a batch uses the same bytes,
-    even if someone edits the repository meanwhile."""
+    even if someone edits the repository meanwhile (and their bytecode, compiled once)."""
     problem_id: str
     files: tuple[tuple[str, bytes], ...]
+    bytecode: tuple[tuple[str, bytes], ...] = ()
 
     @classmethod
     def snapshot(cls, problem: manifest.Problem, root: Path = ROOT) -> "Harness":
-        return cls(problem.id, tuple((str(rel), (root / rel).read_bytes())
-                                     for rel in staged_files([problem], root)))
+        files = tuple((str(rel), (root / rel).read_bytes())
+                      for rel in staged_files([problem], root))
+        return cls(problem.id, files,
+                   tuple(filter(None, (_bytecode(rel, data) for rel, data in files))))
 
     @property
     def fingerprint(self) -> str:
@@ -214,7 +235,7 @@ class Stage:
         gid = uid
         self.dir = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-")).resolve()
         try:
-            for rel, data in harness.files:
+            for rel, data in harness.files + harness.bytecode:
                 target = self.dir / rel
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(data)
@@ -506,23 +527,24 @@ EXIT_GRACE = 5.0
 
 def _watch(proc: subprocess.Popen, reader: "ReportReader", limits: Limits,
            started: float) -> str | None:
-    """Wait for the run; "import", "run" or "exit" if a deadline passed first."""
-    ended_at = None
+    """Wait for the run; "import", "run" or "exit" if a deadline passed first.  Woken by the
+    run's exit (a thread blocked in ``wait``) and by the reader's records, never polling."""
+    threading.Thread(target=lambda: (proc.wait(), reader.wake.set()), name="run-waiter",
+                     daemon=True).start()
     while True:
-        try:
-            proc.wait(0.1)
+        if proc.returncode is not None:
             return None
-        except subprocess.TimeoutExpired:
-            pass
         now = time.monotonic()
-        if not reader.imported.is_set() and now - started > limits.import_wall:
-            return "import"
-        if reader.ended.is_set():
-            ended_at = ended_at or now
-            if now - ended_at > EXIT_GRACE:
-                return "exit"
-        if now - started > limits.wall:
-            return "run"
+        deadlines = [(started + limits.wall, "run")]
+        if not reader.imported.is_set():
+            deadlines.append((started + limits.import_wall, "import"))
+        if reader.ended_at is not None:
+            deadlines.append((reader.ended_at + EXIT_GRACE, "exit"))
+        when, what = min(deadlines)
+        if now >= when:
+            return what
+        reader.wake.wait(when - now)
+        reader.wake.clear()
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -542,42 +564,35 @@ def kill_all() -> None:
 
 # -- leftovers ------------------------------------------------------------------------------
 
-def _proc_uid_state(pid: str) -> tuple[int, str] | None:
-    try:
-        with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError:
-        return None
-    uid, state = -1, "?"
-    for line in text.splitlines():
-        if line.startswith("Uid:"):
-            uid = int(line.split()[1])
-        elif line.startswith("State:"):
-            state = line.split()[1]
-    return uid, state
+def _processes(uid: int) -> dict[int, str]:
+    """``pid -> state letter`` of every process whose real uid is ``uid``."""
+    found = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:
+            continue
+        if int(fields.get("Uid", "-1").split()[0]) == uid:
+            found[int(pid)] = fields.get("State", "?").split()[0]
+    return found
 
 
 def processes_of(uid: int) -> list[int]:
     """Live (non-zombie) processes whose real uid is ``uid``."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            info = _proc_uid_state(pid)
-            if info and info[0] == uid and info[1] not in ("Z", "X"):
-                found.append(int(pid))
-    return found
+    return [pid for pid, state in _processes(uid).items() if state not in ("Z", "X")]
 
 
 def _tasks_of(uid: int) -> int:
+    """Processes and threads of ``uid`` (what RLIMIT_NPROC counts)."""
     count = 0
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            info = _proc_uid_state(pid)
-            if info and info[0] == uid:
-                try:
-                    count += len(os.listdir(f"/proc/{pid}/task"))
-                except OSError:
-                    pass
+    for pid in _processes(uid):
+        try:
+            count += len(os.listdir(f"/proc/{pid}/task"))
+        except OSError:
+            pass
     return count
 
 
@@ -639,7 +654,8 @@ class ReportReader(threading.Thread):
         self.forged = 0
         self.violation: str | None = None
         self.imported = threading.Event()  # the learner file has been imported (or failed)
-        self.ended = threading.Event()     # the run reported its end
+        self.ended_at: float | None = None  # when the run reported its end
+        self.wake = threading.Event()      # set on either of those (and by the run's exit)
         self._next = 0
 
     def run(self) -> None:
@@ -682,8 +698,10 @@ class ReportReader(threading.Thread):
         self.records.append(record)
         if isinstance(record, (protocol.Collected, protocol.ImportFailed)):
             self.imported.set()
+            self.wake.set()
         elif isinstance(record, protocol.End):
-            self.ended.set()
+            self.ended_at = time.monotonic()
+            self.wake.set()
 
 
 class OutputDrain(threading.Thread):
