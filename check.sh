@@ -26,6 +26,9 @@ case "${1:-}" in
     mutate) extra="mutate" ;;
     serve|site) extra="web" ;;
 esac
+case " $* " in  # a check with --watch needs watchfiles
+    *" --watch "*) [ -z "$extra" ] && extra="watch" ;;
+esac
 extras="${extra:+[$extra]}"
 stamp="$venv/.installed${extra:+-$extra}"
 want="$(cat "$here/pyproject.toml" | cksum)"
@@ -55,6 +58,7 @@ installed() {  # is what this command needs there? (a plain command is served by
     [ -x "$venv/bin/python" ] || return 1
     local others=""
     [ -z "$extra" ] && others="$(ls "$venv"/.installed-* 2>/dev/null)"  # any install serves
+    [ "$extra" = "watch" ] && others="$venv/.installed-dev"
     for s in "$stamp" $others; do
         [ "$(cat "$s" 2>/dev/null)" = "$want" ] && return 0
     done

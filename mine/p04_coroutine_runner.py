@@ -111,7 +111,6 @@ class IOLoop:
         self._waker_w.setblocking(False)
         self._selector.register(self._waker_r, selectors.EVENT_READ)
         self._thread_ident = threading.get_ident()
-        self._running = False
         self._stopped = False
         # TODO: anything else your loop needs (a new loop becomes its thread's current loop)
 

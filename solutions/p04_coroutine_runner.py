@@ -125,7 +125,6 @@ class IOLoop:
         self._waker_w.setblocking(False)  # a full buffer means a wakeup is already pending
         self._selector.register(self._waker_r, selectors.EVENT_READ)
         self._thread_ident = threading.get_ident()  # the loop thread (start() sets it again)
-        self._running = False
         self._stopped = False
         # A new loop becomes the current loop of the thread that makes it (as in tornado 6);
         # close() gives the thread back the loop that was current before.
@@ -188,17 +187,13 @@ class IOLoop:
 
     def start(self) -> None:
         """Run turns until stop(); the loop is the thread's current loop meanwhile."""
-        if self._running:
-            raise RuntimeError("the IOLoop is already running")
         self._thread_ident = threading.get_ident()
-        self._running = True
         previous, _current.loop = getattr(_current, "loop", None), self
         try:
             while not self._stopped:
                 self._iteration()
         finally:
             _current.loop = previous  # the thread gets its current loop back
-            self._running = False
             self._stopped = False
 
     def _iteration(self) -> None:

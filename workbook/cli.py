@@ -9,6 +9,7 @@ import argparse
 import importlib
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -25,6 +26,13 @@ COMMANDS = ("all", "list", "status", "hint", "book", "demo", "bench", "grade",
             "gradescope-bundle", "selftest", "mutate", "serve", "site")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one short line (exit code 2), not the usage block."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message} (--help for usage)")
+
+
 def _problem(problem_id: str) -> manifest.Problem:
     try:
         return manifest.get(problem_id)
@@ -35,7 +43,7 @@ def _problem(problem_id: str) -> manifest.Problem:
 # -- checks ---------------------------------------------------------------------------------
 
 def _check_parser(prog: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description="Run a problem's acceptance set.")
+    parser = _Parser(prog=prog, description="Run a problem's acceptance set.")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--file", type=Path, help="check this file instead of mine/")
     which.add_argument("--solution", action="store_true", help="check the reference solution")
@@ -50,6 +58,8 @@ def _check_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--repeat", type=int, default=1, metavar="N",
                         help="run the set N times and report how many runs failed")
+    parser.add_argument("--watch", action="store_true",
+                        help="check again each time the file is saved (Ctrl-C to leave)")
     return parser
 
 
@@ -90,13 +100,15 @@ def cmd_check(problem_id: str, argv: list[str]) -> int:
     if args.repeat < 1:
         raise UsageError("--repeat needs a whole number of at least 1")
     target = target_file(problem, args)
+    if args.watch:
+        return cmd_watch(problem, target)
     results = []
     for i in range(args.repeat):
         if args.repeat > 1 and not args.json:
             console.print(f"run {i + 1}/{args.repeat}…", end="\r")
         results.append(run_check(problem, target))
     last = results[-1]
-    learner = not (args.solution or args.pitfall or args.wrong)
+    learner = is_learner_file(problem, target)  # only checks of mine/ change progress
     if learner:
         _record(problem, last)
     if args.json:
@@ -104,8 +116,50 @@ def cmd_check(problem_id: str, argv: list[str]) -> int:
     elif args.repeat > 1:
         console.print(render.repeat_view(results, problem))
     else:
-        console.print(render.result_view(last, problem, recorded=learner))
+        console.print(render.result_view(last, problem, recorded=learner,
+                                         hints_seen=progress.hints_seen(problem.id)))
     return 0 if all(r.passed for r in results) else 1
+
+
+def is_learner_file(problem: manifest.Problem, target: Path) -> bool:
+    """True when ``target`` is the learner's own file of ``problem`` (mine/...)."""
+    mine = os.environ.get("WORKBOOK_MINE")  # the learner's directory (tests point it away)
+    own = Path(mine) / problem.learner_file.name if mine else problem.learner_file
+    try:
+        return Path(target).resolve() == own.resolve()
+    except OSError:
+        return False
+
+
+def cmd_watch(problem: manifest.Problem, target: Path) -> int:
+    """Check ``target`` now and again each time it is saved, until Ctrl-C (rustlings-style)."""
+    try:
+        import watchfiles
+    except ImportError:
+        raise UsageError("--watch needs watchfiles: run it through ./check.sh") from None
+    learner = is_learner_file(problem, target)
+    target = Path(target).resolve()
+
+    def check_once() -> None:
+        console.clear()
+        result = run_check(problem, target)
+        if learner:
+            _record(problem, result)
+        console.print(render.result_view(result, problem, recorded=learner,
+                                         hints_seen=progress.hints_seen(problem.id)))
+        console.print(f"[dim]watching {render.shown_path(target)} · save to check again · "
+                      "Ctrl-C to leave[/dim]")
+
+    check_once()
+    try:
+        for changes in watchfiles.watch(target.parent, debounce=200, rust_timeout=0,
+                                        watch_filter=lambda _c, path: Path(path) == target):
+            if changes and target.is_file():
+                check_once()
+    except KeyboardInterrupt:
+        pass
+    console.print("[dim]stopped watching[/dim]")
+    return 0
 
 
 def _json(results: list[Result]) -> dict:
@@ -128,7 +182,7 @@ def _record(problem: manifest.Problem, result: Result) -> None:
 
 
 def cmd_all(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="check.sh all", description="Check every problem.")
+    parser = _Parser(prog="check.sh all", description="Check every problem.")
     parser.add_argument("--solution", action="store_true")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
@@ -280,8 +334,12 @@ def cmd_mutate(argv: list[str]) -> int:
 
 def cmd_selftest(argv: list[str]) -> int:
     """The project's own test suite."""
+    workers = []
+    if importlib.util.find_spec("xdist") is not None and not any(
+            a == "-n" or a.startswith(("-n", "--numprocesses")) or a == "-p" for a in argv):
+        workers = ["-n", "2"]  # two workers: most of a check is waiting, not computing
     command = [sys.executable, "-m", "pytest", str(ROOT / "tests" / "selftest"),
-               "-p", "no:cacheprovider", *argv]
+               "-p", "no:cacheprovider", *workers, *argv]
     return subprocess.call(command, cwd=ROOT)
 
 
@@ -307,6 +365,15 @@ HANDLERS = {"all": cmd_all, "list": cmd_list, "status": cmd_status, "hint": cmd_
                 importlib.import_module("workbook.grading.bundle").main(argv))}
 
 
+def _one_line(text: str, width: int = 80 - len("error: ")) -> str:
+    """A usage error as one line that fits 80 columns."""
+    from rich.markup import escape
+    line = " ".join(text.split())
+    if len(line) > width:
+        line = line[:width - 1].rsplit(" ", 1)[0] + "…"
+    return escape(line)
+
+
 def usage() -> str:
     ids = " | ".join(manifest.problems())
     return (f"usage: check.sh ({ids}) [--file PATH | --solution | --pitfall NAME | "
@@ -324,9 +391,10 @@ def main(argv: list[str] | None = None) -> int:
             return HANDLERS[command](rest)
         if command in manifest.problems():
             return cmd_check(command, rest)
-        raise UsageError(f"unknown problem or command {command!r}\n{usage()}")
+        raise UsageError(f"unknown problem or command {command!r} (./check.sh --help lists them)")
     except UsageError as exc:
-        errors.print(f"[red]error:[/red] {exc}")
+        errors.print(f"[red]error:[/red] {_one_line(str(exc))}", markup=True, highlight=False,
+                     soft_wrap=True)
         return 2
     except SystemExit as exc:  # argparse's own usage errors
         return int(exc.code or 0)

@@ -81,18 +81,9 @@ class Problem:
         """A pitfall as a unified diff of the reference (format A)."""
         return ROOT / "solutions" / "pitfalls" / self.id / f"{name}.diff"
 
-    def pitfall_module(self, name: str) -> Path:
-        """The old form of a pitfall, a whole module (used only while no .diff exists)."""
-        return ROOT / "solutions" / "pitfalls" / self.id / f"{name}.py"
-
-    def pitfall_source(self, name: str) -> Path:
-        """The file that defines the pitfall: its .diff if there is one, else the module."""
-        diff = self.pitfall_diff(name)
-        return diff if diff.is_file() else self.pitfall_module(name)
-
     def pitfall_file(self, name: str) -> Path:
         """A learner file of the pitfall, ready to check or import: the reference with the
-        diff applied (a cached temporary ``<module>.py``), or the old module."""
+        diff applied (a cached temporary ``<module>.py``)."""
         from workbook import variants  # late: variants builds on this module
         return variants.materialize(variants.get(self, "pitfall", name))
 

@@ -82,16 +82,44 @@ def _load_target(problem: manifest.Problem, target: Path) -> None:
     try:
         spec.loader.exec_module(module)
     except SyntaxError as exc:
-        _STATE["import_error"] = (f"syntax error at {exc.filename}:{exc.lineno}: {exc.msg}")
+        from workbook.run import syntax_message
+        _STATE["import_error"] = syntax_message(exc)
     except BaseException as exc:  # noqa: BLE001 - anything the learner file raises on import
         where = _where(exc.__traceback__, target)
         _STATE["import_error"] = (f"importing the file raised {type(exc).__name__}: {exc}"
                                   + (f" ({where})" if where else ""))
     else:
         _STATE["module"] = module
+        for filename in _code_files(module):  # a file built on another (an old pitfall
+            testkit.set_learner_file(filename)  # module) runs that file's code too
         return
     del sys.modules[problem.module]
     _emit({"event": "import_error", "message": _STATE["import_error"]})
+
+
+def _code_files(module) -> set[str]:
+    """Files whose functions the learner module's classes and functions run (an old-style
+    pitfall module builds on the reference's classes)."""
+    import inspect
+    harness = (str(Path(testkit.__file__).resolve().parents[1] / "workbook"),
+               str(Path(testkit.__file__).resolve().parents[1] / "tests"))
+    files = set()
+    for value in list(vars(module).values()):
+        members = [value]
+        if inspect.isclass(value):
+            for klass in inspect.getmro(value):
+                members += list(vars(klass).values())
+        for member in members:
+            func = getattr(member, "fget", member)
+            code = getattr(getattr(func, "__func__", func), "__code__", None)
+            if code is None:
+                continue
+            name = code.co_filename
+            if "site-packages" in name or name.startswith((sys.prefix, sys.base_prefix)) \
+                    or name.startswith(harness) or name.startswith("<"):
+                continue
+            files.add(name)
+    return files
 
 
 @pytest.fixture

@@ -24,8 +24,8 @@ def shown_path(path: str | Path) -> str:
 
 
 def result_view(result: Result, problem: manifest.Problem, *,
-                recorded: bool = False) -> RenderableType:
-    """A learner's report: the checklist, then one focused diagnosis per failure."""
+                recorded: bool = False, hints_seen: int | None = None) -> RenderableType:
+    """A learner's report: the checklist, then one focused diagnosis per root cause."""
     head = Text.assemble((f"{problem.id.upper()} · {problem.title}", "bold"), "  ",
                          (shown_path(result.file), "cyan"))
     if result.import_error:
@@ -36,9 +36,26 @@ def result_view(result: Result, problem: manifest.Problem, *,
             f"✗ {shown_path(result.file)} is still the skeleton: {first.message}. "
             f"Fill in its TODOs, then run ./check.sh {problem.id} again.", style="yellow"))
     parts: list[RenderableType] = [head, checklist(result)]
-    parts += [diagnosis(cp, problem) for cp in result.checkpoints if cp.status == "failed"]
+    for group in root_causes([cp for cp in result.checkpoints if cp.status == "failed"]):
+        cause = group[0].cause or ""
+        if cause.startswith("AttributeError: module") and "has no attribute" in cause:
+            name = cause.split("has no attribute", 1)[1].split("@")[0].strip(" '\"")
+            parts.append(Text(f"✗ {shown_path(result.file)} defines no `{name}` (misspelt?): "
+                              f"{len(group)} checkpoint(s) cannot start", style="red"))
+            continue
+        parts.append(diagnosis(group, problem, seen=hints_seen))
     parts.append(verdict(result, problem, recorded=recorded))
     return Group(*parts)
+
+
+def root_causes(failed: list) -> list[list]:
+    """Failed checkpoints grouped by root cause (same exception at the same learner line,
+    same stuck site, same message), in checklist order: one diagnosis per group."""
+    groups: dict[str, list] = {}
+    for cp in failed:
+        key = cp.cause or (f"{cp.pitfall}|{cp.message}" if cp.message else cp.id)
+        groups.setdefault(key, []).append(cp)
+    return list(groups.values())
 
 
 def checklist(result: Result) -> Table:
@@ -58,7 +75,24 @@ def checklist(result: Result) -> Table:
     return table
 
 
-def diagnosis(cp, problem: manifest.Problem) -> Panel:
+def hint_to_read(level: int, seen: int) -> int:
+    """The next hint level not opened yet, but never past the level the checkpoint names
+    (from unopened L1 a diagnosis points to L1, not straight to L3)."""
+    return max(1, min(level, seen + 1))
+
+
+def title_fit(text: str, width: int = 72) -> str:
+    """``text`` shortened at a word boundary (with an ellipsis) to fit a panel title."""
+    if len(text) <= width:
+        return text
+    cut = text[:width - 1].rsplit(" ", 1)[0].rstrip(" ,;:—-")
+    return cut + "…"
+
+
+def diagnosis(group, problem: manifest.Problem, *, seen: int | None = None) -> Panel:
+    """One panel for a root cause: its message once, then every checkpoint it affects."""
+    cps = group if isinstance(group, list) else [group]
+    cp = cps[0]
     body = Text(cp.message or "failed")
     hint, section = problem.checkpoint(cp.id).hint, problem.checkpoint(cp.id).section
     if cp.pitfall:
@@ -68,25 +102,35 @@ def diagnosis(cp, problem: manifest.Problem) -> Panel:
             hint, section = pit.hint, pit.section
         except KeyError:
             body.append(f"\nLooks like: {cp.pitfall}")
+    if len(cps) > 1:
+        body.append(f"\nSame cause in {len(cps)} checkpoints:", style="bold")
+        for c in cps:
+            body.append(f"\n  · {c.title}")
+    if seen is not None:
+        hint = hint_to_read(hint, seen)
     body.append("\nRead: ", style="bold").append(
         f"hint level {hint} (./check.sh hint {problem.id} {hint}) · "
         f"book section “{section}” (./check.sh book {problem.id})")
-    return Panel(body, title=f"✗ {cp.title}", title_align="left", border_style="red")
+    title = cp.title if len(cps) == 1 else f"{cp.title} (+{len(cps) - 1} more)"
+    return Panel(body, title=f"✗ {title_fit(title)}", title_align="left", border_style="red")
 
 
 def verdict(result: Result, problem: manifest.Problem, *, recorded: bool = False) -> Text:
-    passed = sum(cp.status == "passed" for cp in result.checkpoints)
+    core = [cp for cp in result.checkpoints if cp.kind == "core"]
+    ext = [cp for cp in result.checkpoints if cp.kind == "extension"]
+    core_passed = sum(cp.status == "passed" for cp in core)
+    ext_passed = sum(cp.status == "passed" for cp in ext)
     tail = f" · {result.seconds:.1f}s"
     if result.incomplete:
         tail += " · the run did not finish"
     if result.passed:
         done = f" {problem.id} is marked done." if recorded else ""
-        ext = [cp for cp in result.checkpoints if cp.kind == "extension"]
-        ext_passed = sum(cp.status == "passed" for cp in ext)
         extra = f" and {ext_passed} of {len(ext)} extensions" if ext else ""
-        return Text(f"All {len(problem.core)} core checkpoints{extra} passed{tail}.{done}",
+        return Text(f"All {len(core)} core checkpoints{extra} passed{tail}.{done}",
                     style="bold green")
-    return Text(f"{passed}/{len(result.checkpoints)} checkpoints passed{tail}.", style="bold red")
+    extra = f", {ext_passed}/{len(ext)} extensions" if ext else ""
+    return Text(f"{core_passed}/{len(core)} core checkpoints{extra} passed{tail}.",
+                style="bold red")
 
 
 def repeat_view(results: list[Result], problem: manifest.Problem) -> RenderableType:
@@ -104,6 +148,8 @@ def repeat_view(results: list[Result], problem: manifest.Problem) -> RenderableT
     line = Text(f"{failed_runs} of {len(results)} runs failed · median run "
                 f"{seconds[len(seconds) // 2]:.2f}s, slowest {seconds[-1]:.2f}s", style=style)
     parts: list[RenderableType] = [table, line]
+    stuck = sum(cp.stuck for r in results for cp in r.checkpoints)
+    parts.append(Text(f"stuck verdicts: {stuck}", style="red" if stuck else "dim"))
     if pitfalls:
         parts.append(Text("diagnoses: " + ", ".join(f"{k} ×{v}" for k, v in pitfalls.items())))
     return Group(*parts)

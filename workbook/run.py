@@ -36,6 +36,8 @@ class CheckpointResult:
     pitfall: str | None = None
     not_implemented: bool = False
     notes: list[str] = field(default_factory=list)
+    cause: str | None = None  # failures with the same cause share one diagnosis
+    stuck: int = 0  # stuck verdicts of the stuck detector in this checkpoint's tests
 
 
 @dataclass
@@ -86,10 +88,21 @@ def check_source(target: Path) -> str | None:
     try:
         compile(source, str(target), "exec", dont_inherit=True)
     except SyntaxError as exc:
-        return f"syntax error at {exc.filename}:{exc.lineno}: {exc.msg}"
+        return syntax_message(exc)
     except ValueError as exc:  # e.g. null bytes
         return f"cannot compile {target}: {exc}"
     return None
+
+
+def syntax_message(exc: SyntaxError) -> str:
+    """'syntax error at f.py:3: msg', then the line and a caret under the column."""
+    head = f"syntax error at {exc.filename}:{exc.lineno}: {exc.msg}"
+    text = (exc.text or "").rstrip("\n")
+    if not text.strip() or not exc.offset:
+        return head
+    stripped = text.lstrip()
+    column = max(0, min(exc.offset - 1 - (len(text) - len(stripped)), len(stripped)))
+    return f"{head}\n    {stripped}\n    {' ' * column}^"
 
 
 def pytest_command(problem: manifest.Problem, target: Path, report: Path,
@@ -157,6 +170,12 @@ def _wait(proc: subprocess.Popen, limit: float) -> bool:
         killed = False
     except subprocess.TimeoutExpired:
         killed = True
+    except BaseException:  # Ctrl-C (--watch): leave no check running behind
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        raise
     try:  # leave nothing behind: stray children of the learner code go too
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -219,10 +238,12 @@ def _checkpoint_status(cp: manifest.Checkpoint, runs: list[dict], expected: int 
                               seconds=round(sum(r.get("seconds", 0.0) for r in runs), 3))
     failed = [r for r in runs if r.get("outcome") == "failed"]
     missing = expected is None or len(runs) < expected
+    result.stuck = sum(int(r.get("stuck", 0) or 0) for r in runs)
     if failed:  # the first diagnosis that names a pitfall is the most useful one
         first = next((r for r in failed if r.get("pitfall")), failed[0])
         result.message = first.get("message")
         result.pitfall = first.get("pitfall")
+        result.cause = first.get("cause")
     elif missing and not runs and expected is None and not killed:
         result.message = "no test checks this checkpoint (harness defect)"
     elif missing:

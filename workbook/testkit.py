@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, NoReturn
 
 #: Seconds that separate "hung" from "slow" on a busy 2-core machine.
@@ -262,6 +262,8 @@ _SYSCALLS = {
                 133: "rt_sigsuspend"},
 }.get(os.uname().machine if hasattr(os, "uname") else "", {})
 _INFINITE_MS = (0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF)
+_SELECT_CALLS = ("epoll_wait", "epoll_pwait", "epoll_pwait2", "poll", "ppoll", "select",
+                 "pselect6")
 
 
 def _syscall(tid: int) -> tuple[str, bool | None] | None:
@@ -339,14 +341,23 @@ def _qualname(frame) -> str:
 
 def _shown(filename: str) -> str:
     try:
-        return os.path.relpath(filename)
+        rel = os.path.relpath(filename)
     except ValueError:
         return filename
+    return filename if rel.startswith("..") else rel
 
 
 def _source_line(filename: str, lineno: int) -> str:
     import linecache
     return linecache.getline(filename, lineno).strip()
+
+
+def _code_only(filename: str, lineno: int) -> str:
+    """A source line without its trailing comment (for quoting)."""
+    text = _source_line(filename, lineno)
+    if "#" in text and text.count("'") % 2 == 0 and text.count('"') % 2 == 0:
+        text = text.split("#", 1)[0].rstrip()
+    return text
 
 
 def _site(frame) -> str:
@@ -423,6 +434,33 @@ def _held(frames: list) -> list[tuple[Any, str, Any]]:
                     obj = _evaluate(expr, frame)
                     if obj is not _MISSING and not any(_lock_of(obj) is r for r in released):
                         out.append((_lock_of(obj), ast.unparse(expr), frame, first))
+        out += _acquired(frame, released)
+    return out
+
+
+def _acquired(frame, released: list) -> list:
+    """Locks taken with ``X.acquire()`` earlier in this frame's function and not yet
+    released by ``X.release()`` (read from the source lines above the current one)."""
+    import ast
+    import linecache
+    import re
+    net: dict[str, tuple[int, int]] = {}
+    filename = frame.f_code.co_filename
+    for lineno in range(frame.f_code.co_firstlineno, frame.f_lineno):
+        text = linecache.getline(filename, lineno)
+        for expr, verb in re.findall(r"([A-Za-z_][\w.]*)\.(acquire|release)\(\)", text):
+            count, at = net.get(expr, (0, 0))
+            net[expr] = (count + 1, lineno) if verb == "acquire" else (count - 1, at)
+    out = []
+    for expr, (count, at) in net.items():
+        if count <= 0:
+            continue
+        try:
+            obj = _evaluate(ast.parse(expr, mode="eval").body, frame)
+        except SyntaxError:
+            continue
+        if obj is not _MISSING and not any(_lock_of(obj) is r for r in released):
+            out.append((_lock_of(obj), expr, frame, at))
     return out
 
 
@@ -556,6 +594,11 @@ def _look(thread: threading.Thread, frames: list, deadline: float) -> ThreadLook
         return look
     selector = _selector_frame(frames)
     loop = _asyncio_loop(frames)
+    if selector is not None and call[0] not in _SELECT_CALLS:
+        # The frames say select() but the kernel says otherwise: it has returned and waits
+        # for the GIL (or is about to call it), so it is not asleep.
+        look.state, look.detail = "timed", f"leaving select() ({call[0]})"
+        return look
     if selector is not None:
         sel = selector.f_locals.get("self")
         if _fds_ready(sel):
@@ -575,7 +618,11 @@ def _look(thread: threading.Thread, frames: list, deadline: float) -> ThreadLook
         return look
     if timed:
         look.state, look.detail = "timed", f"a timed {name}"
-        if _harness_bound(frames):
+        # A test's own bound (``event.wait(BOUND)`` in a producer of the test) is a
+        # deadline, not progress -- unless learner code called it (a hook, a spy): then it
+        # returns into learner code that goes on, so it may well be progress.
+        if _harness_bound(frames) and not any(_is_learner(f.f_code.co_filename)
+                                               for f in frames):
             look.state = "bound"
         return look
     look.state = "parked"
@@ -595,6 +642,15 @@ def _look_asyncio(look: ThreadLook, loop, deadline: float) -> ThreadLook:
         guard_handles = {id(g.handle) for g in _guards if g.loop is loop}
     due = [h for h in timers if id(h) not in guard_handles
            and h.when() - now_loop + now < deadline]
+    if ready:
+        # asyncio never sleeps with callbacks ready (it selects with timeout 0 then): these
+        # were queued from another thread without waking it.  Only an unrelated timer could
+        # run them -- a lost wakeup, whatever timer may come.
+        look.state = "asleep"
+        look.guard_only = False
+        look.detail = (f"{ready} callback(s) ready but the loop was not woken (queued from "
+                       "another thread without call_soon_threadsafe?)")
+        return look
     if due:
         look.state = "timed"
         look.detail = f"a timer due in {max(0.0, due[0].when() - now_loop):.2f} s"
@@ -631,6 +687,7 @@ def _harness_bound(frames: list) -> bool:
 class Snapshot:
     looks: list[ThreadLook]
     at: float
+    cycle: set = field(default_factory=set)  # idents of threads in a lock cycle
 
     def learner_threads(self) -> list[ThreadLook]:
         return [look for look in self.looks if look.learner is not None or look.loop is not None]
@@ -642,6 +699,7 @@ class Verdict:
     what: str
     lines: list[str]
     sites: tuple[str, ...]
+    cycle: bool = False  # threads wait for locks held inside their own cycle: certain
 
     @property
     def text(self) -> str:
@@ -708,6 +766,7 @@ def _deadlocked(snap: Snapshot) -> Snapshot | None:
             dead.update(path[path.index(node):])
     if not dead:
         return None
+    cycle = set(dead)
     changed = True
     while changed:  # threads waiting for a dead thread's lock are dead too
         changed = False
@@ -715,7 +774,9 @@ def _deadlocked(snap: Snapshot) -> Snapshot | None:
             if ident not in dead and any(h in dead for h in holders):
                 dead.add(ident)
                 changed = True
-    return Snapshot([look for look in snap.looks if look.thread.ident in dead], snap.at)
+    found = Snapshot([look for look in snap.looks if look.thread.ident in dead], snap.at)
+    found.cycle = cycle
+    return found
 
 
 #: Thread states already judged stuck in this process: key -> CPU clock then.  The same
@@ -736,13 +797,16 @@ class _Watch:
         self.hot: dict[int, dict[str, int]] = {}
         self.last_cpu: dict[int, float] = {}
         self.names: dict[int, str] = {}
+        self.looks_at: dict[int, int] = {}  # looks at each thread
+        self.moved: dict[int, int] = {}  # looks at which its CPU clock had moved
 
     def step(self) -> tuple[str, Any] | None:
         """One look.  ("stuck", Verdict) or ("guard", (_Guard, Verdict)) once confirmed."""
         self._sample_cpu()
         snap, why = _take_snapshot(self.me, self.deadline)
+        dead = _deadlocked(snap)
         if why:
-            snap = _deadlocked(snap)
+            snap = dead
             if snap is None:
                 self.streak.clear()
                 return None
@@ -751,8 +815,11 @@ class _Watch:
         self.streak.append(snap)
         known = bool(snap.looks) and all(
             look.cpu is not None and _known.get(look.key) == look.cpu for look in snap.looks)
-        if not known and (len(self.streak) < CONFIRM_LOOKS
-                          or snap.at - self.streak[0].at < CONFIRM):
+        # A lock cycle (each waits for a lock a thread of the cycle holds) cannot undo
+        # itself: two looks a window apart with every clock still are proof enough.
+        certain = dead is not None and len(dead.looks) == len(snap.looks)
+        looks, span = (2, WINDOW * 0.9) if certain else (CONFIRM_LOOKS, CONFIRM)
+        if not known and (len(self.streak) < looks or snap.at - self.streak[0].at < span):
             return None
         for look in snap.looks:
             if look.cpu is not None:
@@ -797,8 +864,10 @@ class _Watch:
             self.cpu_start.setdefault(ident, cpu)
             before = self.last_cpu.get(ident)
             self.last_cpu[ident] = cpu
-            if before is None or cpu - before < WINDOW * 0.3:
+            self.looks_at[ident] = self.looks_at.get(ident, 0) + 1
+            if before is None or cpu - before <= STILL_CPU:
                 continue
+            self.moved[ident] = self.moved.get(ident, 0) + 1
             learner = next((f for f in _stack(frames.get(ident))
                             if _is_learner(f.f_code.co_filename)), None)
             if learner is not None:
@@ -812,7 +881,10 @@ class _Watch:
         out = []
         for ident, counts in self.hot.items():
             used = self.last_cpu.get(ident, 0.0) - self.cpu_start.get(ident, 0.0)
-            if elapsed <= 0 or used < 0.5 * elapsed or not counts:
+            # Spinning: its CPU clock moved at nearly every look (a parked thread's stands
+            # still), and it used a fair share of a CPU even on a crowded machine.
+            steady = self.moved.get(ident, 0) >= 0.6 * max(1, self.looks_at.get(ident, 0) - 1)
+            if elapsed <= 0 or not steady or used < max(0.05 * elapsed, 0.2) or not counts:
                 continue
             site = max(counts, key=counts.get)
             filename, _, line = site.rpartition(":")
@@ -830,9 +902,9 @@ def diagnose(snap: Snapshot, what: str) -> Verdict:
     """The panel text of a stuck check: per learner thread where it is blocked, on what,
     who holds it, and where it entered learner code."""
     looks = snap.learner_threads()
+    dead = _deadlocked(snap)
     held = {id(look.thread): _held(look.frames) for look in looks}
-    lines = [f"stuck: {what} can never finish -- every thread is blocked and nothing can "
-             "wake one:"]
+    lines = [f"{what}: stuck -- every thread is blocked and nothing can wake one:"]
     sites = []
     for look in looks:
         lines += _describe(look, looks, held)
@@ -846,7 +918,10 @@ def diagnose(snap: Snapshot, what: str) -> Verdict:
     if len(lines) == 1:
         lines.append("  (no thread is inside the learner file: the threads wait for each other "
                      "in the harness)")
-    return Verdict(what, lines, tuple(sorted(set(sites))))
+    if dead is not None:  # the root cause is the lock cycle, whoever else waits on it
+        sites = [_site(look.learner) for look in dead.looks
+                 if look.learner is not None and look.thread.ident in dead.cycle]
+    return Verdict(what, lines, tuple(sorted(set(sites))), cycle=dead is not None)
 
 
 def _describe(look: ThreadLook, looks: list[ThreadLook], held: dict) -> list[str]:
@@ -859,7 +934,7 @@ def _describe(look: ThreadLook, looks: list[ThreadLook], held: dict) -> list[str
         return [text + "; " + "; ".join(extra)]
     if inner is None:
         return []
-    src = _source_line(inner.f_code.co_filename, inner.f_lineno)
+    src = _code_only(inner.f_code.co_filename, inner.f_lineno)
     out = [f"  thread '{name}' is blocked in {_qualname(inner)}() at {_site(inner)}: `{src}`"]
     if look.state == "asleep":
         out.append("    asleep in select(): no timer is due and no fd is ready"
@@ -872,17 +947,25 @@ def _describe(look: ThreadLook, looks: list[ThreadLook], held: dict) -> list[str
             for held_lock, held_text, frame, first in held.get(id(other.thread), []):
                 if held_lock is lock:
                     who = "this same thread" if other is look else f"thread '{other.thread.name}'"
-                    holders.append(f"which {who} took at line {first} in {_qualname(frame)}()"
-                                   f" (`{_source_line(frame.f_code.co_filename, first)}`)")
-        line = f"    waits for `{text}` ({_kind(obj)})"
-        if holders:
-            line += ", " + "; and ".join(holders)
-        elif isinstance(obj, threading.Condition):
-            line += ": a notify that no running thread will send"
+                    holders.append(f"{who} took at line {first} in {_qualname(frame)}()"
+                                   f" (`{_code_only(frame.f_code.co_filename, first)}`)")
+        notified = any(f.f_code is threading.Condition.wait.__code__ for f in look.frames)
+        if notified:
+            line = f"    waits for a notify on `{text}` ({_kind(obj)})"
+            line += (": its lock is held by " + "; and ".join(holders)
+                     if holders else ", which no running thread will send")
+        else:
+            line = f"    waits for `{text}` ({_kind(obj)})"
+            if holders:
+                line += ", which " + "; and which ".join(holders)
         out.append(line)
     entry = [f for f in look.frames if _is_learner(f.f_code.co_filename)][-1]
     caller = entry.f_back
-    came = f", called from {_site(caller)}" if caller is not None else ""
+    while caller is not None and (_is_stdlib(caller.f_code.co_filename)
+                                  or caller.f_code.co_filename == __file__):
+        caller = caller.f_back
+    came = (f", called from {_site(caller)}" if caller is not None
+            else ", in a thread the test started")
     out.append(f"    entered learner code in {_qualname(entry)}() (line "
                f"{entry.f_code.co_firstlineno}){came}")
     return out
@@ -1000,7 +1083,7 @@ last_spinning: list[str] = []
 
 
 def _stuck_message(what: str, verdict: Verdict) -> str:
-    return f"{what} is stuck\n{verdict.text}"
+    return verdict.text
 
 
 def _timeout_message(text: str) -> str:
@@ -1012,13 +1095,28 @@ class Stuck(Failure):
     """A check stopped at once because nothing could move; ``verdict`` explains where."""
 
     def __init__(self, message: str, verdict: Verdict, pitfall: str | None = None) -> None:
-        super().__init__(message, pitfall)
+        # A lock cycle is a certain diagnosis: a guess made for the timeout ("spins while
+        # holding the lock", ...) would only mislead next to it.
+        super().__init__(message, None if verdict.cycle else pitfall)
         self.verdict = verdict
+
+
+def watch(predicate: Callable[[], object], timeout: float = BOUND, *,
+          what: str) -> "Verdict | _Timeout | None":
+    """Wait until ``predicate()`` (None), the check is seen stuck (the Verdict, recorded),
+    or ``timeout`` passes (TIMED_OUT): for helpers that word their own failures."""
+    found = _wait(lambda: bool(predicate()), lambda t: time.sleep(min(t, 0.001)), timeout,
+                  what=what)
+    if isinstance(found, Verdict):
+        verdicts.append(found)
+    return found
 
 
 def wait_event(event: threading.Event, timeout: float = BOUND, *, what: str) -> bool:
     """``event.wait(timeout)``, but False at once (with a verdict recorded) when stuck."""
     found = _wait(event.is_set, event.wait, timeout, what=what)
+    if isinstance(found, Verdict):
+        verdicts.append(found)
     return found is None
 
 
@@ -1026,7 +1124,10 @@ def done_within(future, timeout: float = BOUND, *, what: str = "the future") -> 
     """True once a concurrent future is done; False after ``timeout`` or once stuck."""
     def block(t: float) -> None:
         concurrent.futures.wait([future], t)
-    return _wait(future.done, block, timeout, what=what) is None
+    found = _wait(future.done, block, timeout, what=what)
+    if isinstance(found, Verdict):
+        verdicts.append(found)
+    return found is None
 
 
 class _Guard:

@@ -40,13 +40,9 @@ class Variant:
     problem: manifest.Problem
     kind: str            # "pitfall" | "wrong"
     name: str
-    source: Path         # the .diff (or, for a pitfall not yet converted, the old .py module)
+    source: Path         # the .diff
     summary: str         # the pitfall's title, or the sentence a wrong variant breaks
     fails: tuple[str, ...]
-
-    @property
-    def is_diff(self) -> bool:
-        return self.source.suffix == ".diff"
 
     @property
     def label(self) -> str:
@@ -60,7 +56,7 @@ def get(problem: manifest.Problem, kind: str, name: str) -> Variant:
         known = {p.name: p for p in problem.pitfalls}
         if name in known:
             p = known[name]
-            return Variant(problem, kind, name, problem.pitfall_source(name), p.title, p.fails)
+            return Variant(problem, kind, name, problem.pitfall_diff(name), p.title, p.fails)
     elif kind == "wrong":
         known = {w.name: w for w in problem.wrongs}
         if name in known:
@@ -168,10 +164,6 @@ def materialize(variant: Variant) -> Path:
 
     Cached by content: the same reference and diff give the same file; a change to either
     gives a new one, so several checkouts can share the cache."""
-    if not variant.is_diff:
-        if not variant.source.is_file():
-            raise VariantError(f"{variant.label}: missing {_shown(variant.source)}")
-        return variant.source
     text = apply(variant)
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
     folder = cache_dir() / f"{variant.problem.id}-{variant.kind}-{variant.name}-{digest}"
@@ -190,8 +182,6 @@ def refresh(variant: Variant) -> bool:
     """Rewrite the variant's diff against the current reference (explanation kept), after
     the reference changed above or around it.  Only possible while it still applies (its
     context matching exactly, maybe at an offset).  True if the file changed."""
-    if not variant.is_diff:
-        raise VariantError(f"{variant.label} is an old-form module, not a diff")
     parsed = parse(variant)
     text = apply(variant)
     label = f"solutions/{variant.problem.module}.py"
@@ -218,10 +208,6 @@ def show(variant: Variant, console) -> None:
     console.print(f"[bold]{variant.summary}[/bold]")
     console.print(f"[dim]must fail: {', '.join(variant.fails)} · "
                   f"file: {_shown(variant.source)}[/dim]")
-    if not variant.is_diff:
-        console.print("[yellow]old form (a whole module, not yet a diff):[/yellow]")
-        console.print(Syntax(variant.source.read_text("utf-8"), "python", line_numbers=True))
-        return
     parsed = parse(variant)
     apply(variant)  # say so at once if it no longer applies
     if parsed.explanation:

@@ -440,6 +440,7 @@ class Harness:
         self.before = open_fds()  # after the endpoints exist, before anything of the test
         self.controls: list[Any] = []
         self.runs: list[Run] = []
+        self.in_use: list[tuple[Run, Any]] = []  # runs a test leaves going on purpose
 
     def dial(self, name: str, address: tuple[str, int]):
         d = self.impl.dial(name, address)

@@ -2,14 +2,16 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 import errno
+import select
 import socket
 import statistics
 import time
 
 import pytest
 
-from workbook.testkit import check, fail, note
+from workbook.testkit import BOUND, check, fail, note
 
 from tests.p02.support import CANCEL_BOUND, is_closed, open_fds
 
@@ -148,6 +150,57 @@ def test_dial_raises_oserror_and_closes_its_socket_when_the_connect_fails_on_the
     results = h.start([up], control).result(what="run() over the dial that did start")
     check(_statuses(results) == [("up", "connected")],
           f"expected up 'connected', got {_statuses(results)}")
+
+
+@pytest.mark.checkpoint("p02.outcomes")
+def test_a_connect_that_completes_at_once_is_a_dial_like_any_other(h, net, monkeypatch):
+    real = socket.socket.connect_ex
+
+    def at_once(self, address):  # a connect_ex that reports 0: connected on the spot
+        err = real(self, address)
+        if err == errno.EINPROGRESS:
+            select.select([], [self], [], BOUND)
+            err = self.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        return err
+
+    control = h.control()
+    with monkeypatch.context() as patch:
+        patch.setattr(socket.socket, "connect_ex", at_once)
+        try:
+            d = h.dial("quick", net.listening)
+        except OSError as exc:
+            fail(f"dial() raised {exc!r} although connect_ex reported 0 (connected at once)")
+    results = h.start([d], control).result(what="run() over a dial connected at once")
+    check(_statuses(results) == [("quick", "connected")],
+          f"expected quick 'connected', got {_statuses(results)}")
+
+
+@pytest.mark.checkpoint("p02.outcomes")
+def test_three_hundred_dials_all_get_their_result(h, net):
+    dials = [h.dial(f"down-{i}", net.refusing) for i in range(300)]
+    results = h.start(dials, h.control()).result(what="run() over 300 refused dials")
+    check([x.name for x in results] == [d.name for d in dials],
+          "run() over 300 dials must return 300 results in the order given")
+    bad = [x for x in results if x.status != "failed" or x.error != errno.ECONNREFUSED]
+    check(not bad, f"{len(bad)} of 300 refused dials did not end 'failed' with "
+                   f"ECONNREFUSED, e.g. {bad[:2]}")
+    h.check_no_leak("run() over 300 dials returned")
+
+
+@pytest.mark.checkpoint("p02.outcomes")
+def test_a_dial_result_is_a_frozen_value(h, net):
+    results = h.start([h.dial("up", net.listening)], h.control()).result(
+        what="run() over one quick dial")
+    result = results[0]
+    check(isinstance(result, h.impl.DialResult), f"run() returned {result!r}, not a DialResult")
+    try:
+        result.status = "cancelled"
+    except dataclasses.FrozenInstanceError:
+        pass
+    else:
+        fail("a DialResult could be changed after run() returned: it is a frozen dataclass")
+    check(result == h.impl.DialResult("up", "connected") and hash(result) is not None,
+          f"DialResult('up', 'connected') compares and hashes as a value; got {result!r}")
 
 
 # -- p02.cancel ------------------------------------------------------------------------------

@@ -121,6 +121,19 @@ def _dials_from_a_generator(h, net):
     return (d for d in dials), h.control(), None
 
 
+def _shared_socket(h, net):
+    a = h.dial("a", net.refusing)
+    return [a, h.impl.Dial("b", a.sock)], h.control(), None
+
+
+def _control_in_use(h, net):
+    control = h.control()
+    r = h.start([h.dial("stuck", net.pending)], control)
+    h.wait_blocked(r, what="a first run() holds the control")
+    h.in_use.append((r, control))
+    return [h.dial("a", net.refusing)], control, None
+
+
 def _not_a_dial(h, net):
     d = h.dial("b", net.refusing)
     return [h.dial("a", net.refusing), (d.name, d.sock)], h.control(), None
@@ -154,6 +167,8 @@ INVALID = {
     "an element that is not a Dial": _not_a_dial,
     "a control that is not a Control": _not_a_control,
     "a control already used by another run": _used_control,
+    "a control in use by a run that has not returned": _control_in_use,
+    "two dials sharing one socket": _shared_socket,
     "a control that is already closed": _closed_control,
 }
 
@@ -177,8 +192,13 @@ def test_invalid_arguments_raise_and_leave_every_caller_socket_open(h, net, case
           "arguments are accepted, ownership stays with the caller",
           pitfall="closes_on_invalid_input")
     h.check_no_leak(f"run() rejected {case} (create the selector only after validating)")
+    for r, ctl in h.in_use:  # the first run goes on undisturbed, and still owns its control
+        check(r.alive, f"run() with {case} disturbed the run that owns the control")
+        h.end(r, ctl)
+        ctl_open = []
     for s in was_open + ctl_open:  # still the caller's: the caller closes them
-        s.close()
+        if not is_closed(s):
+            s.close()
 
 
 # -- p02.lifecycle ---------------------------------------------------------------------------

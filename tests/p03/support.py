@@ -275,7 +275,9 @@ class Probe:
         elif event in ("c_return", "c_exception"):
             if self._stack:
                 self._stack.pop()
-            if self._armed is not None and arg is self._armed:
+            armed = self._armed
+            # The same call: 3.12+ may hand the hook equal, not identical, bound methods.
+            if armed is not None and (arg is armed or type(arg) is type(armed) and arg == armed):
                 self._armed = None
                 self.wakeups += 1
                 action, self._action = self._action, None

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from tests.p03.support import (Gate, Probe, abandon, call, conditions, finish, notify_all,
-                               quiet, settle, start_probed, usable, wait_parked)
+from tests.p03.support import (ASLEEP, Gate, Probe, abandon, call, conditions, finish,
+                               notify_all, quiet, settle, start_probed, usable, wait_parked)
 from workbook.testkit import BOUND, check, fail, note, start_daemon, wait_until
 
 
@@ -78,6 +78,23 @@ def test_each_freed_slot_lets_exactly_one_waiting_put_in(impl):
               f"took {got!r}; expected 'a' then 'x' and 'y' in some order")
     finally:
         abandon(*putters)
+
+
+@pytest.mark.checkpoint("p03.put_blocks")
+def test_a_large_queue_is_full_at_its_capacity_too(impl):
+    # Sizes above 256 are distinct int objects: "full" must compare values, not identities.
+    capacity = 1000
+    q = filled(impl, capacity, list(range(capacity)))
+    check(call(len, q, what="len()") == capacity, f"len() of a full capacity-{capacity} queue")
+    putter = start_daemon(q.put, "more", name="putter")
+    try:
+        wait_parked(putter, f"put() on a full capacity-{capacity} queue", q=q)
+        check(call(q.take, what="take()") == 0, "take() should return the oldest item, 0")
+        finish(putter, "put('more') after take() freed a slot", pitfall="missing_notify")
+        got = call(lambda: [q.take() for _ in range(capacity)], what="draining the queue")
+        check(got == list(range(1, capacity)) + ["more"], "the items did not come out in order")
+    finally:
+        abandon(putter)
 
 
 # -- take blocks while empty ----------------------------------------------------------------
@@ -336,10 +353,29 @@ def test_many_producers_and_consumers_lose_nothing_and_keep_each_producers_order
     workers = [start_daemon(produce, p, name=f"producer-{p}") for p in range(producers)]
     readers = [start_daemon(consume, name=f"consumer-{c}") for c in range(consumers)]
     try:
+        everyone = workers + readers
+        asleep_since = [None]
+
+        def producers_done() -> bool:
+            if not any(w.is_alive() for w in workers):
+                return True
+            # A deadlock: every thread still running is parked at once, for a while.
+            if all(quiet(t) for t in everyone if t.is_alive()):
+                asleep_since[0] = asleep_since[0] or time.monotonic()
+                if time.monotonic() - asleep_since[0] >= ASLEEP:
+                    fail(f"{producers} producers and {consumers} consumers on a capacity-"
+                         f"{capacity} queue are all asleep with "
+                         f"{sum(w.is_alive() for w in workers)} producer(s) unfinished: a "
+                         "lost wakeup or a deadlock")
+            else:
+                asleep_since[0] = None
+            return False
+
+        wait_until(producers_done, 2 * BOUND,
+                   what=f"{producers} producers put {per_producer} items each through a "
+                        f"capacity-{capacity} queue")
         for w in workers:
-            finish(w, f"{producers} producers putting {per_producer} items each through a "
-                      f"capacity-{capacity} queue (lost wakeup or deadlock?)",
-                   timeout=2 * BOUND)
+            finish(w, "a producer")
         for _ in readers:
             call(q.put, stop, what="putting a stop marker for each consumer")
         results = [finish(r, "a consumer taking the rest") for r in readers]

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.p03.support import (abandon, call, conditions, finish, notify_all, quiet,
-                               wait_parked)
+                               settle, wait_parked)
 from workbook.testkit import BOUND, check, fail, note, start_daemon
 
 
@@ -45,6 +45,98 @@ def test_a_zero_timeout_never_blocks(impl):
     check(got == want, "poll(), poll(0), offer('a'), offer('b', 0), len(), poll(0), "
                        f"offer('c', 0.0), poll(timeout=0), len() on a capacity-1 "
                        f"queue gave {got!r}, expected {want!r}")
+
+
+def _never_parks(fn, what: str):
+    """``fn()`` in a daemon: its result; fails if the call is ever seen parked."""
+    worker = start_daemon(fn, name=what)
+    try:
+        while worker.is_alive():
+            if quiet(worker):
+                fail(f"{what} blocked: with no timeout argument (default 0) it must "
+                     "answer at once")
+        if worker.error is not None:
+            raise worker.error
+        return worker.result
+    finally:
+        abandon(worker)
+
+
+@pytest.mark.checkpoint("p03.timeouts")
+def test_the_default_timeout_is_zero_and_never_blocks(impl):
+    q = call(impl.BoundedBlockingQueue, 1, what="creating a capacity-1 queue")
+    check(_never_parks(q.poll, "poll() on an empty queue") is None,
+          "poll() on an empty queue should return None")
+    check(_never_parks(lambda: q.offer("a"), "offer('a') on an empty queue") is True,
+          "offer('a') on an empty queue should return True")
+    check(_never_parks(lambda: q.offer("b"), "offer('b') on a full queue") is False,
+          "offer('b') on a full queue should return False")
+    check(_never_parks(q.poll, "poll() on a queue holding 'a'") == "a",
+          "poll() should then return 'a'")
+    big = 300  # above 256 equal ints are distinct objects: "full" must compare values
+    q = call(lambda: impl.BoundedBlockingQueue(big), what=f"creating a capacity-{big} queue")
+    call(lambda: [q.put(i) for i in range(big)], what=f"filling it with {big} items")
+    check(_never_parks(lambda: q.offer("more"), f"offer() on a full capacity-{big} queue")
+          is False, f"offer('more') on a full capacity-{big} queue should return False")
+    check(call(len, q, what="len()") == big, "a refused offer() must not change the queue")
+
+
+@pytest.mark.checkpoint("p03.timeouts")
+def test_timed_calls_wait_parked_and_take_what_arrives_meanwhile(impl):
+    q = call(impl.BoundedBlockingQueue, 1, what="creating a queue")
+    call(q.poll, 0, what="poll(0)")
+    poller = start_daemon(q.poll, 4 * BOUND, name="poll(long)")
+    offerer = None
+    try:
+        wait_parked(poller, "poll(timeout) on an empty queue", q=q)
+        call(q.put, "x", what="put('x') while a timed poll waits")
+        check(finish(poller, "poll(timeout) after put('x')", pitfall="missing_notify") == "x",
+              "the timed poll() should return 'x' as soon as it is put")
+        call(q.put, "y", what="put('y')")
+        offerer = start_daemon(q.offer, "z", 4 * BOUND, name="offer(long)")
+        wait_parked(offerer, "offer('z', timeout) on a full queue", q=q)
+        check(call(q.take, what="take()") == "y", "take() should return 'y'")
+        check(finish(offerer, "offer('z', timeout) after take()", pitfall="missing_notify")
+              is True, "the timed offer() should return True once the item is queued")
+        check(call(q.take, what="take()") == "z", "take() should then return 'z'")
+    finally:
+        abandon(poller, *([offerer] if offerer else []))
+
+
+@pytest.mark.checkpoint("p03.timeouts")
+def test_calls_without_a_timeout_survive_wakeups_that_change_nothing(impl):
+    q = call(impl.BoundedBlockingQueue, 1, what="creating a queue")
+    call(q.poll, 0, what="poll(0)")
+    conds = conditions(q)
+    for what, fn, fill, want in (
+        ("poll(None) on an empty queue", lambda: q.poll(None), None, "p"),
+        ("offer('o', None) on a full queue", lambda: q.offer("o", None), "f", True),
+    ):
+        if fill is not None:
+            call(q.put, fill, what=f"put({fill!r})")
+        worker = start_daemon(fn, name=what)
+        try:
+            wait_parked(worker, what, q=q)
+            if conds:
+                for _ in range(3):
+                    notify_all(conds)
+                    settle(worker, f"{what} handled a wakeup that changed nothing")
+                    check(worker.is_alive(),
+                          f"{what} returned {worker.result!r} after a wakeup that changed "
+                          "nothing: with no timeout it must re-check and wait again",
+                          pitfall="if_not_while")
+            else:
+                note("the queue holds no Condition: no do-nothing wakeups could be delivered")
+            if fill is None:
+                call(q.put, "p", what="put('p')")
+            else:
+                check(call(q.take, what="take()") == fill, f"take() should return {fill!r}")
+            check(finish(worker, f"{what}, once it can go on") == want,
+                  f"{what} should return {want!r}")
+            if fill is not None:
+                check(call(q.take, what="take()") == "o", "take() should then return 'o'")
+        finally:
+            abandon(worker)
 
 
 @pytest.mark.checkpoint("p03.timeouts")
@@ -112,11 +204,16 @@ def test_poll_and_offer_give_up_at_their_deadline(impl):
     call(q.poll, 0, what="poll(0)")
     got, took, _ = _timed(lambda: q.poll(timeout), timeout, False, q)
     check(got is None, f"poll({timeout}) on an empty queue returned {got!r}, expected None")
+    late = timeout + max(0.6, BOUND / 8)  # scheduling on a busy machine; far below 1 s
     check(took >= timeout - 0.01, f"poll({timeout}) gave up after only {took:.3f} s")
+    check(took <= late, f"poll({timeout}) gave up only after {took:.3f} s: the deadline "
+                        "was not kept (is the time left computed right?)")
     call(q.put, "a", what="put('a')")
     got, took, _ = _timed(lambda: q.offer("b", timeout), timeout, False, q)
     check(got is False, f"offer('b', {timeout}) on a full queue returned {got!r}, expected False")
     check(took >= timeout - 0.01, f"offer('b', {timeout}) gave up after only {took:.3f} s")
+    check(took <= late, f"offer('b', {timeout}) gave up only after {took:.3f} s: the "
+                        "deadline was not kept (is the time left computed right?)")
     check(call(lambda: (len(q), q.take()), what="len(), take()") == (1, "a"),
           "a timed-out offer must leave the queue unchanged")
 

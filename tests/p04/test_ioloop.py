@@ -15,7 +15,8 @@ import pytest
 from tests.p04 import scenarios as sc
 from tests.p04.support import traced_call
 from tests.p04.test_coroutines import expect_events
-from workbook.testkit import BOUND, check, fail, join, note, start_daemon, wait_event
+from workbook.testkit import (BOUND, check, fail, join, note, parked, start_daemon,
+                              wait_event)
 
 
 def _asleep(served) -> None:
@@ -31,6 +32,8 @@ def test_a_callback_from_another_thread_wakes_a_loop_asleep_in_select(served):
     _asleep(served)
     ran = threading.Event()
     before = served.loop.wakeups_scheduled
+    check(before == 0, f"a loop that no other thread has called counts {before} in "
+          "wakeups_scheduled, expected 0")
     start = time.monotonic()
     served.loop.add_callback(ran.set)
     if not wait_event(ran, BOUND, what="a callback added while the loop slept"):
@@ -42,6 +45,11 @@ def test_a_callback_from_another_thread_wakes_a_loop_asleep_in_select(served):
     check(served.loop.wakeups_scheduled == before + 1,
           f"waking a sleeping loop counted {served.loop.wakeups_scheduled - before} wakeups "
           "in wakeups_scheduled, expected 1")
+    deadline = time.monotonic() + BOUND
+    while not parked(served.thread, 0.1):  # behaviour: its CPU clock stands still again
+        if time.monotonic() >= deadline:
+            fail("after a wakeup the loop never went back to sleep: it keeps using CPU (is "
+                 "the waker's byte read after select() reports it?)")
 
 
 @pytest.mark.checkpoint("p04.cross_thread")
@@ -88,7 +96,12 @@ def test_a_producer_that_looked_before_the_loop_drained_still_wakes_it(served):
             # unless this line is inside add_callback's critical section (guarded by
             # something that is not a Lock, say a Semaphore): then the loop waits for this
             # thread, the wait is seen stuck at once, and the producer simply goes on.
-            if wait_event(first_ran, BOUND, what="the loop to run the callback queued first"):
+            # (The bounded wait runs in a helper thread: this function runs inside a trace
+            # callback, where the stuck detector's own work must not happen.)
+            waiter = start_daemon(wait_event, first_ran, BOUND, name="seam-waiter",
+                                  what="the loop to run the callback queued first")
+            waiter.join()  # bounded: wait_event returns within BOUND
+            if waiter.result:
                 served.wait_idle()
 
         producer = start_daemon(traced_call, loop, lambda: loop.add_callback(second_ran.set),
@@ -156,6 +169,11 @@ def test_add_callback_on_a_closed_loop_is_dropped(api):
     expect_events(api, "closed_loop")
 
 
+@pytest.mark.checkpoint("p04.run_sync")
+def test_close_releases_the_selector_and_the_waker(api):
+    expect_events(api, "close_releases")
+
+
 # -- add_callback on the loop thread -----------------------------------------------------------
 
 @pytest.mark.checkpoint("p04.loop_thread")
@@ -218,6 +236,11 @@ def _collected_late(got):
 @pytest.mark.checkpoint("p04.timeouts")
 def test_a_turn_runs_the_timeouts_due_when_it_began(api):
     expect_events(api, "timeouts_at_turn_start", diagnose=_collected_late)
+
+
+@pytest.mark.checkpoint("p04.timeouts")
+def test_a_timeout_that_became_overdue_during_a_turn_fires_at_once(api):
+    expect_events(api, "overdue")
 
 
 @pytest.mark.checkpoint("p04.timeouts")

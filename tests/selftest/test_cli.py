@@ -65,12 +65,16 @@ def test_repeat_reports_runs_and_failed_runs():
     assert doc["pitfall_runs"]["single_drain"] == 2
 
 
-def test_a_syntax_error_is_one_line_with_file_and_line(tmp_path):
+def test_a_syntax_error_shows_file_line_and_a_caret_under_the_column(tmp_path):
     bad = tmp_path / "p01_output_sink.py"
     bad.write_text("class OutputSink:\n    def put(self, item)\n        pass\n")
     out = cli("p01", "--file", str(bad))
     assert out.returncode == 1
     assert f"syntax error at {bad}:2" in out.stdout.replace("\n", "")
+    lines = out.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip() == "def put(self, item)")
+    caret = lines[at + 1]
+    assert caret.strip() == "^" and caret.index("^") == lines[at].index(")") + 1, out.stdout
     assert "Traceback" not in out.stdout + out.stderr
 
 
@@ -135,12 +139,42 @@ def test_hint_reveals_the_next_unseen_level_and_records_it(tmp_path):
 
 
 def test_passing_the_learner_check_marks_the_problem_done(tmp_path):
-    env = {"WORKBOOK_PROGRESS": str(tmp_path / "progress.json")}
-    out = cli("p01", "--file", str(P01.solution_file), env=env)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    own = mine / P01.learner_file.name
+    own.write_text(P01.solution_file.read_text())
+    env = {"WORKBOOK_PROGRESS": str(tmp_path / "progress.json"), "WORKBOOK_MINE": str(mine)}
+    out = cli("p01", "--file", str(own), env=env)
     assert out.returncode == 0 and "marked done" in out.stdout
     data = json.loads((tmp_path / "progress.json").read_text())
     assert data["problems"]["p01"]["done_at"]
     assert "done" in cli("status", env=env).stdout
+
+
+def test_only_checks_of_the_learner_file_change_progress(tmp_path):
+    """--file, --solution and --pitfall runs never overwrite the learner's record."""
+    env = {"WORKBOOK_PROGRESS": str(tmp_path / "progress.json")}
+    for args in (("--file", str(P01.solution_file)), ("--solution",),
+                 ("--pitfall", "single_drain")):
+        out = cli("p01", *args, env=env)
+        assert "marked done" not in out.stdout
+    assert not (tmp_path / "progress.json").exists()
+    status = cli("status", env=env).stdout
+    assert "done" not in status.split("p01", 1)[1].split("\n", 1)[0]
+
+
+def test_a_usage_error_is_one_line_within_80_columns():
+    for args in (("p99",), ("p01", "--bogus"), ("p01", "--pitfall", "nope"),
+                 ("p01", "--repeat", "0")):
+        out = cli(*args, env={"COLUMNS": "80"})
+        lines = out.stderr.strip().splitlines()
+        assert out.returncode == 2 and len(lines) == 1, out.stderr
+        assert len(lines[0]) <= 80, lines[0]
+
+
+def test_the_verdict_counts_core_and_extensions_separately(tmp_path):
+    out = cli("p03", "--pitfall", "shutdown_no_wake", env={"COLUMNS": "200"})
+    assert "/11 core checkpoints, 1/2 extensions passed" in out.stdout, out.stdout[-600:]
 
 
 def test_the_p02_demo_shows_the_byte_waking_what_the_event_did_not():

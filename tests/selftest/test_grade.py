@@ -307,7 +307,7 @@ def test_csv_export_from_the_same_gradebook_skips_every_finished_pair(graded):
     assert time.monotonic() - started < seconds / 2
     submitted = [n for n, e in bat.expected.items() if e["p01"]["status"] != "not_submitted"]
     assert f"{len(submitted)} already graded" in _flat(again.stdout)  # not the empty folder
-    lines = csv_path.read_text().splitlines()
+    lines = [",".join(row) for row in csv.reader(io.StringIO(csv_path.read_text()))]
     head = lines[0].split(",")
     assert head[:6] == ["submission", "status", "reasons", "total", "max_total", "percent"]
     assert [cp.id for cp in P01.checkpoints] == head[-len(P01.checkpoints):]

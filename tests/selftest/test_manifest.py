@@ -17,7 +17,7 @@ def test_every_file_the_manifest_implies_exists(problem):
     paths = [problem.learner_file, problem.solution_file, problem.chapter_file,
              problem.tests_dir / "__init__.py"]
     paths += [problem.hint_file(level) for level in (1, 2, 3)]
-    paths += [problem.pitfall_source(p.name) for p in problem.pitfalls]
+    paths += [problem.pitfall_diff(p.name) for p in problem.pitfalls]
     paths += [problem.wrong_diff(w.name) for w in problem.wrongs]
     missing = [str(p) for p in paths if not p.is_file()]
     assert not missing
@@ -34,14 +34,9 @@ def test_every_checkpoint_has_a_test_and_every_marker_a_checkpoint(problem):
 
 
 @pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.id)
-def test_every_variant_states_its_mistake(problem):
-    """A diff explains itself in the text above it; an old-form module in its docstring."""
+def test_every_variant_states_its_mistake_above_its_diff(problem):
     for variant in variants.all_variants(problem):
-        if variant.is_diff:
-            assert variants.parse(variant).explanation.strip(), variant.label
-        else:
-            text = variant.source.read_text("utf-8")
-            assert text.lstrip().startswith('"""'), variant.label
+        assert variants.parse(variant).explanation.strip(), variant.label
 
 
 @pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.id)
@@ -49,7 +44,7 @@ def test_every_variant_file_is_declared_in_the_manifest(problem):
     pitfalls = problem.pitfall_diff("x").parent
     wrong = problem.wrong_diff("x").parent
     found = {("pitfall", f.stem) for f in pitfalls.glob("*.diff")}
-    found |= {("pitfall", f.stem) for f in pitfalls.glob("*.py")}
+    assert not list(pitfalls.glob("*.py")), "a pitfall is a .diff of the reference, not a module"
     found |= {("wrong", f.stem) for f in wrong.glob("*.diff")}
     declared = {("pitfall", p.name) for p in problem.pitfalls}
     declared |= {("wrong", w.name) for w in problem.wrongs}

@@ -58,8 +58,10 @@ def polling(problem, poll: float, flag_only: bool) -> Callable[[], Setup]:
             raise RuntimeError("short_timeout_polling.py no longer has a POLL setting")
         loop.POLL = poll  # a fresh module per design: each keeps its own interval
         control = loop.Control
-        if flag_only:
-            control = bench.load_file(problem.pitfall_file("flag_only")).Control
+        if flag_only:  # this loop's Control (run() accepts only its own), pressed flag-only
+            flagged = bench.load_file(problem.pitfall_file("flag_only")).Control
+            control = type("FlagOnlyControl", (loop.Control,),
+                           {"request_stop": flagged.request_stop})
         # Without the byte, when the press lands within the poll period decides the latency:
         # spread the presses over a whole period (and over the same 20 ms as the others).
         phase = max(Setup.phase, poll) if flag_only else Setup.phase

@@ -153,6 +153,7 @@ def run(dials: Sequence[Dial], control: Control,
     if not isinstance(dials, Sequence) or isinstance(dials, (str, bytes)):
         raise TypeError("dials must be a sequence of Dial")
     seen: set[str] = set()
+    seen_fds: set[int] = set()
     for d in dials:
         if not isinstance(d, Dial):
             raise TypeError(f"{d!r} is not a Dial")
@@ -161,6 +162,9 @@ def run(dials: Sequence[Dial], control: Control,
         seen.add(d.name)
         if d.sock.fileno() == -1 or d.sock.getblocking():
             raise ValueError(f"dial {d.name!r}: socket closed or blocking")
+        if d.sock.fileno() in seen_fds:
+            raise ValueError(f"dial {d.name!r}: its socket belongs to another dial too")
+        seen_fds.add(d.sock.fileno())
     with control._guard:
         if control._owner_done or control._taken:
             raise ValueError("control is closed or already in use")

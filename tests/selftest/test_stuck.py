@@ -1,0 +1,190 @@
+"""The stuck detector: wrong variants that hang are failed at once, with a diagnosis that
+names the threads, the learner lines and who holds what, in one panel per root cause; the
+references are never called stuck.
+
+The variants are diffs against the references, kept in tests/selftest/fixtures/."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from tests.selftest.conftest import PROBLEMS, checked
+from workbook import ROOT, manifest, render, variants
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def fixture_file(problem_id: str, name: str) -> str:
+    """The reference of ``problem_id`` with ``fixtures/<problem_id>_<name>.diff`` applied."""
+    problem = manifest.get(problem_id)
+    variant = variants.Variant(problem, "wrong", f"selftest-{name}",
+                               FIXTURES / f"{problem_id}_{name}.diff", "", ())
+    return str(variants.materialize(variant))
+
+
+def report(result, problem_id: str) -> str:
+    console = Console(width=200, record=True, color_system=None)
+    console.print(render.result_view(result, manifest.get(problem_id)))
+    return console.export_text()
+
+
+def failed(result):
+    return [cp for cp in result.checkpoints if cp.status == "failed"]
+
+
+def line_of(path: str, needle: str, after: int = 0) -> int:
+    lines = Path(path).read_text().splitlines()
+    return next(i for i, text in enumerate(lines, 1) if i > after and needle in text)
+
+
+def test_a_put_that_takes_its_own_lock_twice_is_one_stuck_diagnosis_naming_both_lines():
+    path = fixture_file("p01", "put_double_lock")
+    result = checked("p01", path)
+    outer = line_of(path, "self._lock.acquire()  # WRONG")
+    inner = line_of(path, "with self._lock:", after=outer)
+    bad = failed(result)
+    assert len(bad) == len(result.checkpoints), "every checkpoint calls put()"
+    stuck = [cp for cp in bad if cp.stuck]
+    assert len(stuck) >= len(bad) - 1, [(cp.id, cp.message) for cp in bad]
+    for cp in stuck:
+        assert f"p01_output_sink.py:{inner}" in cp.message, cp.message
+        assert f"which this same thread took at line {outer}" in cp.message, cp.message
+        assert "OutputSink.put()" in cp.message
+    assert len({cp.cause for cp in stuck}) == 1, {cp.cause for cp in stuck}
+    text = report(result, "p01")
+    assert text.count(f"which this same thread took at line {outer}") == 1, text
+    assert f"Same cause in {len(stuck)} checkpoints" in text or len(stuck) == 1
+
+
+def test_an_enqueue_that_takes_the_lock_again_is_one_panel_and_no_spin_guess():
+    path = fixture_file("p03", "insert_double_lock")
+    result = checked("p03", path)
+    inner = line_of(path, "with self._lock:  # WRONG")
+    bad = failed(result)
+    assert len(bad) == len(result.checkpoints)
+    for cp in bad:
+        assert cp.stuck, (cp.id, cp.message)
+        assert "_insert()" in cp.message and f":{inner}:" in cp.message, cp.message
+        assert re.search(r"which this same thread took at line \d+ in "
+                         r"BoundedBlockingQueue\.(put|offer)\(\)", cp.message), cp.message
+        assert cp.pitfall != "spin_holding_lock", cp.message
+    text = report(result, "p03")
+    assert text.count("╭") == 1, text  # one panel for the one root cause
+    assert f"Same cause in {len(bad)} checkpoints" in text
+    assert "was spinning" not in text
+
+
+def test_a_missing_notify_names_the_parked_thread_and_the_condition_it_waits_on():
+    problem = manifest.get("p03")
+    result = checked("p03", str(problem.pitfall_file("missing_notify")))
+    stuck = [cp for cp in failed(result) if cp.stuck]
+    assert stuck, [(cp.id, cp.message) for cp in failed(result)]
+    messages = "\n".join(cp.message for cp in stuck)
+    assert re.search(r"thread '[^']+' is blocked in BoundedBlockingQueue\.\w+\(\) at "
+                     r"\S+\.py:\d+", messages), messages
+    assert "waits for a notify on `" in messages, messages
+
+
+def test_a_cross_thread_call_that_never_wakes_the_loop_reads_as_a_sleeping_loop():
+    problem = manifest.get("p01")
+    result = checked("p01", str(problem.pitfall_file("asyncio_queue")))
+    messages = "\n".join(cp.message or "" for cp in failed(result) if cp.stuck)
+    assert "the event loop is asleep in select()" in messages, messages
+    assert "ready but the loop was not woken" in messages, messages
+
+
+def test_a_spinning_consumer_is_reported_with_its_hottest_learner_line():
+    problem = manifest.get("p01")
+    path = str(problem.pitfall_file("never_clear"))
+    result = checked("p01", path)
+    messages = "\n".join(cp.message or "" for cp in failed(result))
+    found = re.search(r"thread 'loop-thread' was spinning: [\d.]+ s of CPU in [\d.]+ s, "
+                      r"mostly at \S+\.py:(\d+)", messages)
+    assert found, messages
+    assert not any(cp.stuck for cp in result.checkpoints), "a spinning thread is never stuck"
+
+
+def test_a_misspelt_class_name_is_one_line(tmp_path):
+    problem = manifest.get("p01")
+    bad = tmp_path / problem.learner_file.name
+    bad.write_text(problem.solution_file.read_text().replace("class OutputSink", "class OutputSnk"))
+    result = checked("p01", str(bad))
+    text = report(result, "p01")
+    assert "defines no `OutputSink`" in text, text
+    assert "╭" not in text, text  # no panel at all
+
+
+@pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.id)
+def test_the_reference_gets_no_stuck_verdict(problem):
+    result = checked(problem.id, str(problem.solution_file))
+    assert all(cp.stuck == 0 for cp in result.checkpoints), \
+        [(cp.id, cp.message) for cp in result.checkpoints if cp.stuck]
+
+
+def test_a_diagnosis_points_to_the_next_unopened_hint_level_up_to_the_checkpoints():
+    assert render.hint_to_read(3, 0) == 1
+    assert render.hint_to_read(3, 1) == 2
+    assert render.hint_to_read(2, 3) == 2
+    assert render.hint_to_read(1, 0) == 1
+
+
+def test_long_panel_titles_are_cut_at_a_word():
+    title = render.title_fit("put blocks while full (parked in a Condition) and resumes when "
+                             "a slot frees up again after a take", 40)
+    assert len(title) <= 40 and title.endswith("…")
+    assert title[:-1] == title[:-1].rstrip() and not title[:-1].endswith(("Cond", "paus"))
+
+
+def test_watch_checks_again_on_each_save_and_ctrl_c_leaves_cleanly(tmp_path):
+    """`pNN --watch`: one check at start, one per save (a file edited twice), exit 0 on
+    Ctrl-C (SIGINT) with no traceback."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    pytest.importorskip("watchfiles")
+    problem = manifest.get("p04")  # the quickest acceptance set
+    target = tmp_path / problem.learner_file.name
+    target.write_text(problem.solution_file.read_text())
+    env = {**os.environ, "COLUMNS": "120",
+           "WORKBOOK_PROGRESS": str(tmp_path / "progress.json")}
+    proc = subprocess.Popen([sys.executable, "-m", "workbook", "p04", "--file", str(target),
+                             "--watch"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
+
+    def runs() -> int:
+        return sum(line.startswith("watching ") for line in list(lines))
+
+    def wait_runs(n: int) -> None:
+        deadline = time.monotonic() + 300  # a check on a crowded 2-core box
+        while runs() < n:
+            assert proc.poll() is None, "".join(lines)
+            assert time.monotonic() < deadline, "".join(lines)
+            time.sleep(0.05)  # polling the output for a state, bounded
+
+    try:
+        wait_runs(1)
+        for n in (2, 3):
+            with target.open("a") as f:
+                f.write(f"\n# edit {n}\n")
+            wait_runs(n)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(90) == 0, "".join(lines)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(5)
+    text = "".join(lines)
+    assert runs() == 3, text
+    assert text.count("core checkpoints") == 3, text
+    assert "Traceback" not in text and "stopped watching" in text
