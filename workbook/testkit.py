@@ -365,6 +365,24 @@ def _site(frame) -> str:
 
 
 _ast_cache: dict[str, Any] = {}
+#: Serialises the detector's own ``ast.parse`` calls.  CPython 3.11 keeps the AST
+#: constructor's recursion depth per interpreter, not per thread (gh-106905), so two parses
+#: at once can raise ``SystemError: AST constructor recursion depth mismatch``.
+_parse_lock = threading.Lock()
+
+
+def _parse(text: str, mode: str = "exec"):
+    """``ast.parse`` that never lets CPython's cross-thread depth bookkeeping (another thread
+    parsing at the same moment, e.g. pytest formatting a traceback) fail a check: it retries,
+    then reports the text as unreadable (``SyntaxError``), and the detector explains less."""
+    import ast
+    for _ in range(3):
+        with _parse_lock:
+            try:
+                return ast.parse(text, mode=mode)
+            except SystemError:
+                continue
+    raise SyntaxError("could not be parsed just now")
 
 
 def _with_blocks(filename: str) -> list:
@@ -375,7 +393,7 @@ def _with_blocks(filename: str) -> list:
     blocks = []
     try:
         with open(filename, encoding="utf-8") as f:
-            tree = ast.parse(f.read())
+            tree = _parse(f.read())
         for node in ast.walk(tree):
             if isinstance(node, (ast.With, ast.AsyncWith)) and node.body:
                 blocks.append((node.lineno, node.end_lineno or node.lineno,
@@ -456,7 +474,7 @@ def _acquired(frame, released: list) -> list:
         if count <= 0:
             continue
         try:
-            obj = _evaluate(ast.parse(expr, mode="eval").body, frame)
+            obj = _evaluate(_parse(expr, mode="eval").body, frame)
         except SyntaxError:
             continue
         if obj is not _MISSING and not any(_lock_of(obj) is r for r in released):
@@ -488,7 +506,7 @@ def _waited_object(frames: list):
     text = _expr_on_line(inner)
     if text:
         try:
-            obj = _evaluate(ast.parse(text, mode="eval").body, inner)
+            obj = _evaluate(_parse(text, mode="eval").body, inner)
         except SyntaxError:
             obj = _MISSING
         return obj, text
@@ -1062,7 +1080,14 @@ def _wait(ready: Callable[[], bool], block: Callable[[float], object], timeout: 
                 return TIMED_OUT
             if last_step is None or now - last_step >= WINDOW:
                 last_step = now
-                found = watch.step()
+                try:
+                    found = watch.step()
+                except Exception as exc:  # noqa: BLE001 - the detector only ever helps:
+                    found = None          # a fault of its own must not fail a check
+                    if not detector_faults:
+                        note(f"(the stuck detector failed and was skipped: "
+                             f"{type(exc).__name__}: {exc})")
+                    detector_faults.append(exc)
                 if found is not None and not ready():
                     kind, value = found
                     if kind == "stuck":
@@ -1080,6 +1105,8 @@ def _wait(ready: Callable[[], bool], block: Callable[[float], object], timeout: 
 
 
 last_spinning: list[str] = []
+#: Exceptions the detector raised while looking (each one made it skip that look).
+detector_faults: list[BaseException] = []
 
 
 def _stuck_message(what: str, verdict: Verdict) -> str:
