@@ -1,6 +1,8 @@
 """Small functions that turn results, hints and chapters into rich renderables."""
 from __future__ import annotations
 
+import shlex
+
 from collections import Counter
 from pathlib import Path
 
@@ -110,7 +112,7 @@ def diagnosis(group, problem: manifest.Problem, *, seen: int | None = None) -> P
         hint = hint_to_read(hint, seen)
     body.append("\nRead: ", style="bold").append(
         f"hint level {hint} (./check.sh hint {problem.id} {hint}) · "
-        f"book section “{section}” (./check.sh book {problem.id})")
+        f"book section “{section}” (./check.sh book {problem.id} --section {shlex.quote(section)})")
     title = cp.title if len(cps) == 1 else f"{cp.title} (+{len(cps) - 1} more)"
     return Panel(body, title=f"✗ {title_fit(title)}", title_align="left", border_style="red")
 
