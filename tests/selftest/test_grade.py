@@ -349,7 +349,8 @@ def test_a_batch_killed_midway_resumes_without_redoing_finished_work(tmp_path):
         (subs / name / P01.learner_file.name).write_text(battery.reference(P01))
     state = tmp_path / "gradebook.json"
     command = [sys.executable, "-m", "workbook", "grade", str(subs), "--problem", "p01",
-               "--format", "json", "--out", str(state), "--time-limit", LIMIT, "--quiet"]
+               "--format", "json", "--out", str(state), "--time-limit", LIMIT, "--quiet",
+               "--jobs", "1"]
     batch = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
@@ -591,7 +592,7 @@ def test_a_sigterm_midway_exits_130_and_the_summary_counts_only_what_finished(tm
     state = tmp_path / "g.json"
     batch = subprocess.Popen([sys.executable, "-m", "workbook", "grade", str(subs), "--problem",
                               "p01", "--format", "json", "--out", str(state), "--time-limit",
-                              LIMIT], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                              LIMIT, "--jobs", "1"], cwd=ROOT, stdout=subprocess.PIPE, text=True,
                              env={**os.environ, "COLUMNS": "200"})
     deadline = time.monotonic() + 120
     while not _finished(state) and batch.poll() is None and time.monotonic() < deadline:
