@@ -327,7 +327,9 @@ def _resumption_diagnosis(impl) -> tuple[str, str | None] | None:
     if len(seen) != 50:
         return (f"a coroutine yielding 50 done Futures was resumed {len(seen)} times", None)
     depths = [d for d, _ in seen[1:]]
-    if len(set(depths)) <= 1:
+    # Behaviour, not shape: a design may resume from varying depths, but the stack must not
+    # grow with the number of done Futures (recursion adds at least a frame per Future).
+    if depths[-1] - depths[0] < len(depths) // 2:
         return None
     runs = [r for _, r in seen[1:]]
     reentered = runs[-1] > runs[0]
@@ -352,7 +354,7 @@ def test_ten_thousand_done_futures_in_a_row_do_not_recurse(api, impl):
 
 
 @pytest.mark.checkpoint("p04.no_recursion")
-def test_each_done_future_resumes_the_generator_from_the_same_stack_depth(impl):
+def test_the_stack_does_not_grow_with_each_done_future(impl):
     diagnosis = _resumption_diagnosis(impl)
     if diagnosis is not None:
         fail(diagnosis[0], pitfall=diagnosis[1])

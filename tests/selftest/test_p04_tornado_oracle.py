@@ -120,7 +120,7 @@ def test_the_acceptance_set_checks_its_orderings_through_the_scenarios():
             "test_a_failing_callback_is_logged_and_the_others_still_run",
             "test_callbacks_are_released_once_they_have_run",
             "test_ten_thousand_done_futures_in_a_row_do_not_recurse",
-            "test_each_done_future_resumes_the_generator_from_the_same_stack_depth",
+            "test_the_stack_does_not_grow_with_each_done_future",
             "test_run_sync_returns_a_plain_function_s_value",
         },
         "test_ioloop.py": {
