@@ -1253,7 +1253,7 @@ class LoopThread:
                       what=what)
         if found is None:
             return future.result()
-        self._abandon(future)
+        self.abandon(future)
         if isinstance(found, Verdict):
             verdicts.append(found)
             raise Stuck(_stuck_message(what, found), found, pitfall)
@@ -1290,7 +1290,9 @@ class LoopThread:
         on it has reached a real suspension point.  State, not a sleep, is the proof."""
         wait_until(self.idle, timeout, what=what)
 
-    def _abandon(self, future) -> None:
+    def abandon(self, future) -> None:
+        """Give up on a submitted coroutine: cancel it, and interrupt the loop thread if it is
+        stuck inside learner code, so the loop serves the next check."""
         future.cancel()
         if not self.sync(1.0):  # the loop thread is stuck inside learner code
             interrupt_thread(self.thread)

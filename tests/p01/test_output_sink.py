@@ -464,10 +464,10 @@ def test_a_producer_stalled_in_call_soon_threadsafe_does_not_block_the_consumer(
         future = lt.submit(consume())
         if not _done_within(future, BOUND):
             if lt.idle():  # asleep in select(): it is waiting for an item that is not there
-                lt._abandon(future)
+                lt.abandon(future)
                 fail("a producer inside the loop's call_soon_threadsafe had not queued 'x' "
                      "yet: the wakeup went out before the item", pitfall="flag_before_append")
-            lt._abandon(future)
+            lt.abandon(future)
             fail("while a producer was inside the loop's call_soon_threadsafe, the consumer "
                  f"could not take 'x' and re-arm within {BOUND:g} s (the loop thread was "
                  "blocked): put() must not hold its lock while it calls out")
@@ -523,7 +523,7 @@ def test_a_put_from_another_thread_wakes_a_consumer_that_is_already_waiting(impl
     join(start_daemon(producer, name="producer"), what="5 puts")
     if not _done_within(future, BOUND):
         pitfall, detail = lost_wakeup_pitfall(sink, wrapper, None)
-        lt._abandon(future)
+        lt.abandon(future)
         fail(f"5 puts from another thread did not wake the waiting consumer within {BOUND:g} s; "
              + detail, pitfall=pitfall)
     got, _ = future.result()
@@ -564,7 +564,7 @@ def test_a_wakeup_never_arrives_before_its_item(impl, lt):
     join(start_daemon(sink.put, "x", name="producer"), 3 * BOUND, what="put('x')")
     if not _done_within(future, BOUND):
         pitfall, detail = lost_wakeup_pitfall(sink, wrapper, "flag_before_append")
-        lt._abandon(future)
+        lt.abandon(future)
         fail("the consumer was woken, found nothing and went back to sleep while the item "
              "was still being put: its wakeup arrived before the item did; " + detail,
              pitfall=pitfall)
@@ -640,7 +640,7 @@ def test_bind_loop_without_an_argument_binds_the_running_loop(impl, lt):
     future = _await_waiting_consumer(lt, sink, timeout=2 * BOUND)
     join(start_daemon(sink.put, "x", name="producer"), what="put('x')")
     if not _done_within(future, BOUND):
-        lt._abandon(future)
+        lt.abandon(future)
         fail("after bind_loop() with no argument (called on the loop), a put from another "
              f"thread did not wake the waiting consumer within {BOUND:g} s: bind_loop() must "
              "bind asyncio.get_running_loop()")
