@@ -150,11 +150,24 @@ def cmd_watch(problem: manifest.Problem, target: Path) -> int:
         console.print(f"[dim]watching {render.shown_path(target)} · save to check again · "
                       "Ctrl-C to leave[/dim]")
 
+    def signature() -> tuple[int, int] | None:
+        try:
+            st = target.stat()
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size
+
+    # A save that lands after a check but before the watcher is up sends no event; the
+    # file's signature, compared on every (half-second) timeout, catches it.
+    seen = signature()
     check_once()
     try:
-        for changes in watchfiles.watch(target.parent, debounce=200, rust_timeout=0,
+        for changes in watchfiles.watch(target.parent, debounce=200, rust_timeout=500,
+                                        yield_on_timeout=True,
                                         watch_filter=lambda _c, path: Path(path) == target):
-            if changes and target.is_file():
+            now = signature()
+            if now is not None and (changes or now != seen):
+                seen = now
                 check_once()
     except KeyboardInterrupt:
         pass

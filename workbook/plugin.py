@@ -159,6 +159,7 @@ def pytest_runtest_protocol(item, nextitem):
     finally:
         if watchdog is not None:
             watchdog.active = False
+        testkit.release_interrupts()
     if _STATE.get("problem") is None:
         return
     outcome = _STATE["outcome"] or {"outcome": "passed"}

@@ -63,8 +63,12 @@ class DaemonThread(threading.Thread):
         self._call = (target, args, kwargs)
         self.result: Any = None
         self.error: BaseException | None = None
+        #: When it began to run: no call it makes can have started earlier (so a select()
+        #: with a relative timeout cannot time out before ``began + timeout``).
+        self.began: float | None = None
 
     def run(self) -> None:
+        self.began = time.monotonic()
         fn, args, kwargs = self._call
         try:
             self.result = fn(*args, **kwargs)
@@ -97,21 +101,25 @@ def join(thread: DaemonThread, timeout: float = BOUND, *, what: str,
     return thread.result
 
 
-def finished(thread: threading.Thread, timeout: float = BOUND, *, what: str) -> bool:
+def finished(thread: threading.Thread, timeout: float = BOUND, *, what: str,
+             record: bool = True) -> bool:
     """True once ``thread`` has ended; False after ``timeout`` seconds or once it is seen
-    stuck (the verdict is kept for the report)."""
+    stuck (the verdict is kept for the report unless ``record`` is false: a teardown)."""
     found = _wait(lambda: not thread.is_alive(), thread.join, timeout, what=what)
-    if isinstance(found, Verdict):
+    if isinstance(found, Verdict) and record:
         verdicts.append(found)
     return found is None
 
 
 def wait_until(predicate: Callable[[], object], timeout: float = BOUND, *, what: str,
-               pitfall: str | None = None) -> None:
+               pitfall: str | None = None, rest_is_success: bool = False) -> None:
     """Poll ``predicate`` until it is true; fail after ``timeout`` seconds, or at once when
-    every thread is blocked and nothing can make it true."""
+    every thread is blocked and nothing can make it true.  With ``rest_is_success`` (the
+    predicate asks for threads to come to rest), that stuck state ends the wait instead."""
     found = _wait(lambda: bool(predicate()), lambda t: time.sleep(min(t, 0.001)), timeout,
                   what=f"waiting until {what}")
+    if isinstance(found, Verdict) and rest_is_success:
+        return
     if isinstance(found, Verdict):
         verdicts.append(found)
         raise Stuck(_stuck_message(f"waiting until {what}", found), found, pitfall)
@@ -124,11 +132,52 @@ def interrupt_thread(thread: threading.Thread, exc_type: type[BaseException] = H
     """Raise ``exc_type`` inside ``thread`` at its next Python instruction.
 
     Used to stop learner code that spins without yielding, so one hung checkpoint does not
-    slow down the rest of the run."""
-    if thread.ident is None or not thread.is_alive():
-        return
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
-                                               ctypes.py_object(exc_type))
+    slow down the rest of the run.  A thread asleep in the kernel with no timeout is left
+    alone: it runs no Python code, so the exception would stay pending forever -- and on
+    3.10 to 3.12 a pending one keeps every other thread checking for it (on 3.11 a traced
+    call then never gets past its first instruction).  See ``release_interrupts``."""
+    for _ in range(4):  # a spinning thread is seen running Python at once, or nearly
+        if thread.ident is None or not thread.is_alive():
+            return
+        call = _syscall(thread.native_id) if thread.native_id is not None else None
+        if call is None or call[1] is not False or kernel_state(thread) != "S":
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
+                                                       ctypes.py_object(exc_type))
+            _interrupted[thread.ident] = thread
+            return
+        time.sleep(0.005)
+
+
+#: Threads given an exception by ``interrupt_thread``, by ident.
+_interrupted: dict[int, threading.Thread] = {}
+
+
+class _Released(BaseException):
+    """Raised in the calling thread only to clear the interpreter's pending-exception flag."""
+
+
+def release_interrupts() -> None:
+    """Withdraw the exceptions still pending in interrupted threads that fell asleep for good
+    (called after each test).  Clearing one with NULL leaves the interpreter's flag set until
+    some thread takes a pending exception, so this thread takes one of its own at once."""
+    stale = False
+    for ident, thread in list(_interrupted.items()):
+        if not thread.is_alive():
+            del _interrupted[ident]
+            continue
+        call = _syscall(thread.native_id) if thread.native_id is not None else None
+        if call is not None and call[1] is False and kernel_state(thread) == "S":
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), None)
+            del _interrupted[ident]
+            stale = True
+    if stale:
+        try:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(threading.get_ident()),
+                                                       ctypes.py_object(_Released))
+            for _ in range(100):  # the flag is checked at the next instruction or jump
+                pass
+        except _Released:
+            pass
 
 
 def asleep_in_selector(thread: threading.Thread) -> bool:
@@ -207,8 +256,8 @@ def parked(thread: threading.Thread, window: float = 0.05) -> bool:
 # understood counts as "could move": the bound then decides, as before.  Frames only explain.
 
 #: Seconds between two looks, and how long (and how many looks) the state must stand still.
-WINDOW = 0.05
-CONFIRM = 0.15
+WINDOW = 0.025
+CONFIRM = 0.1
 CONFIRM_LOOKS = 3
 #: CPU seconds a parked thread may show between two looks (none, in practice).
 STILL_CPU = 1e-4
@@ -252,11 +301,11 @@ def add_stuck_hook(hook: Callable[["Snapshot"], list[str]]) -> None:
 
 # x86_64 and aarch64 system call numbers of the blocking calls we understand.
 _SYSCALLS = {
-    "x86_64": {0: "read", 7: "poll", 23: "select", 35: "nanosleep", 45: "recvfrom",
+    "x86_64": {0: "read", 1: "write", 44: "sendto", 46: "sendmsg", 7: "poll", 23: "select", 35: "nanosleep", 45: "recvfrom",
                47: "recvmsg", 43: "accept", 288: "accept4", 202: "futex", 230: "clock_nanosleep",
                232: "epoll_wait", 281: "epoll_pwait", 441: "epoll_pwait2", 270: "pselect6",
                271: "ppoll", 61: "wait4", 247: "waitid", 34: "pause", 130: "rt_sigsuspend"},
-    "aarch64": {63: "read", 207: "recvfrom", 212: "recvmsg", 202: "accept", 242: "accept4",
+    "aarch64": {63: "read", 64: "write", 206: "sendto", 211: "sendmsg", 207: "recvfrom", 212: "recvmsg", 202: "accept", 242: "accept4",
                 98: "futex", 101: "nanosleep", 115: "clock_nanosleep", 22: "epoll_pwait",
                 441: "epoll_pwait2", 72: "pselect6", 73: "ppoll", 260: "wait4", 95: "waitid",
                 133: "rt_sigsuspend"},
@@ -266,9 +315,11 @@ _SELECT_CALLS = ("epoll_wait", "epoll_pwait", "epoll_pwait2", "poll", "ppoll", "
                  "pselect6")
 
 
-def _syscall(tid: int) -> tuple[str, bool | None] | None:
-    """(name, timed) of the system call ``tid`` is blocked in; timed None when unknown.
-    None when the thread is running or nothing can be read."""
+def _syscall(tid: int) -> tuple[str, bool | None, float | None] | None:
+    """(name, timed, ends) of the system call ``tid`` is blocked in: timed None when unknown;
+    ends the ``time.monotonic()`` at which a timed wait gives up, when the kernel was given
+    an absolute deadline (None otherwise).  None when the thread is running or nothing can
+    be read."""
     try:
         with open(f"/proc/self/task/{tid}/syscall") as f:
             fields = f.read().split()
@@ -280,23 +331,52 @@ def _syscall(tid: int) -> tuple[str, bool | None] | None:
     args = [int(a, 16) for a in fields[1:7]]
     name = _SYSCALLS.get(nr)
     if name is None or len(args) < 6:
-        return (f"syscall {nr}", None)
+        return (f"syscall {nr}", None, None)
     if name == "futex":
         cmd = args[1] & 0x7F
         if cmd in (0, 9, 6, 11, 13):  # WAIT, WAIT_BITSET, LOCK_PI, WAIT_REQUEUE_PI, LOCK_PI2
-            return (name, args[3] != 0)
-        return (name, None)
+            ends = None
+            if args[3] and cmd == 9:  # WAIT_BITSET takes an absolute time (what CPython's
+                # timed lock, Condition, Event and queue waits use, 3.10 to 3.13)
+                ends = _absolute(args[3], realtime=bool(args[1] & 0x100))
+            return (name, args[3] != 0, ends)
+        return (name, None, None)
     if name in ("epoll_wait", "epoll_pwait"):
-        return (name, args[3] not in _INFINITE_MS)
+        return (name, args[3] not in _INFINITE_MS, None)
     if name == "poll":
-        return (name, args[2] not in _INFINITE_MS)
+        return (name, args[2] not in _INFINITE_MS, None)
     if name in ("ppoll",):
-        return (name, args[2] != 0)
+        return (name, args[2] != 0, None)
     if name in ("epoll_pwait2", "select", "pselect6"):
-        return (name, args[3 if name == "epoll_pwait2" else 4] != 0)
-    if name in ("nanosleep", "clock_nanosleep"):
-        return (name, True)
-    return (name, False)  # read, recv, accept, wait4, pause: woken only by someone else
+        return (name, args[3 if name == "epoll_pwait2" else 4] != 0, None)
+    if name == "clock_nanosleep":  # time.sleep from 3.11: TIMER_ABSTIME on CLOCK_MONOTONIC
+        absolute = args[1] & 1 and args[0] in (0, 1)
+        return (name, True, _absolute(args[2], realtime=args[0] == 0) if absolute else None)
+    if name == "nanosleep":
+        return (name, True, None)
+    return (name, False, None)  # read, write, send, recv, accept, wait4, pause: only someone
+    #                             else (a reader, a writer, a peer) can end these
+
+
+def _absolute(address: int, *, realtime: bool) -> float | None:
+    """The absolute ``struct timespec`` at ``address`` in this process, as a monotonic time.
+    Read through /proc/self/mem, which answers an error (never a crash) for a stale address."""
+    try:
+        fd = os.open("/proc/self/mem", os.O_RDONLY)
+        try:
+            raw = os.pread(fd, 16, address)
+        finally:
+            os.close(fd)
+    except (OSError, OverflowError, ValueError):
+        return None
+    if len(raw) != 16:
+        return None
+    seconds = int.from_bytes(raw[:8], sys.byteorder, signed=True)
+    nanos = int.from_bytes(raw[8:], sys.byteorder, signed=True)
+    if not 0 <= nanos < 1_000_000_000:
+        return None  # the thread returned and the memory was reused
+    at = seconds + nanos / 1e9
+    return at - time.time() + time.monotonic() if realtime else at
 
 
 def _children_alive() -> bool:
@@ -436,8 +516,9 @@ def _lock_of(obj):
     return inner if inner is not None else obj
 
 
-def _held(frames: list) -> list[tuple[Any, str, Any]]:
-    """Locks this thread holds through ``with`` blocks of learner code: (lock, text, frame)."""
+def _held(frames: list, *, with_only: bool = False) -> list[tuple[Any, str, Any]]:
+    """Locks this thread holds through ``with`` blocks of learner code (and, unless
+    ``with_only``, through ``X.acquire()`` calls not yet released): (lock, text, frame)."""
     import ast
     out = []
     released = [_lock_of(f.f_locals.get("self")) for f in frames
@@ -452,7 +533,8 @@ def _held(frames: list) -> list[tuple[Any, str, Any]]:
                     obj = _evaluate(expr, frame)
                     if obj is not _MISSING and not any(_lock_of(obj) is r for r in released):
                         out.append((_lock_of(obj), ast.unparse(expr), frame, first))
-        out += _acquired(frame, released)
+        if not with_only:
+            out += _acquired(frame, released)
     return out
 
 
@@ -545,7 +627,7 @@ class ThreadLook:
     thread: threading.Thread
     cpu: float | None
     kstate: str | None
-    syscall: tuple[str, bool | None] | None
+    syscall: tuple[str, bool | None, float | None] | None
     frames: list
     state: str  # "parked" | "moving" | "timed" | "bound" | "asleep" (a loop with nothing due)
     detail: str = ""  # why not parked, or what a sleeping loop has pending
@@ -625,14 +707,22 @@ def _look(thread: threading.Thread, frames: list, deadline: float) -> ThreadLook
         if loop is not None and not getattr(loop, "_stopping", False):
             return _look_asyncio(look, loop, deadline)
         timeout = selector.f_locals.get("timeout")
-        if timeout is not None and timeout >= 0:
+        began = getattr(thread, "began", None)
+        if isinstance(timeout, (int, float)) and timeout >= 0 and (
+                began is None or began + timeout < deadline):
             look.state, look.detail = "timed", f"select(timeout={timeout:g})"
             return look
+        # Untimed, or (in a thread of ours that began after the call could have) timing
+        # out only after the check's bound: nothing this thread waits for can come in time.
         look.state = "asleep"
         return look
-    name, timed = call
+    name, timed, ends = call
     if timed is None:
         look.detail = f"in {name}"
+        return look
+    if timed and ends is not None and ends >= deadline:
+        # It gives up only after the check's own bound: nothing it does can come in time.
+        look.state, look.detail = "parked", f"a timed {name} that ends after the bound"
         return look
     if timed:
         look.state, look.detail = "timed", f"a timed {name}"
@@ -750,12 +840,14 @@ def _take_snapshot(me: int, deadline: float) -> tuple[Snapshot, str]:
     return Snapshot(looks, time.monotonic()), why
 
 
-def _deadlocked(snap: Snapshot) -> Snapshot | None:
+def _deadlocked(snap: Snapshot, *, with_only: bool = True) -> Snapshot | None:
     """The threads caught in a lock cycle (each waits for a Lock that a thread of the cycle
     holds in a ``with`` block, a thread waiting for itself included), if any: no timer, fd
     or callback can free them.  None when there is no such cycle."""
     parked = [look for look in snap.looks if look.state == "parked"]
-    held = {look.thread.ident: _held(look.frames) for look in parked}
+    # Only ``with`` blocks: a Lock taken by a bare acquire() may be meant to be released by
+    # another thread (a hand-made wait queue parks a waiter on its own lock that way).
+    held = {look.thread.ident: _held(look.frames, with_only=with_only) for look in parked}
     waits: dict[int, list[int]] = {}
     for look in parked:
         obj, _text = _waited_object(look.frames)
@@ -920,7 +1012,9 @@ def diagnose(snap: Snapshot, what: str) -> Verdict:
     """The panel text of a stuck check: per learner thread where it is blocked, on what,
     who holds it, and where it entered learner code."""
     looks = snap.learner_threads()
-    dead = _deadlocked(snap)
+    certain = _deadlocked(snap) is not None
+    # Locks taken by a bare acquire() count for naming the root cause, not for certainty.
+    dead = _deadlocked(snap, with_only=False)
     held = {id(look.thread): _held(look.frames) for look in looks}
     lines = [f"{what}: stuck -- every thread is blocked and nothing can wake one:"]
     sites = []
@@ -939,7 +1033,7 @@ def diagnose(snap: Snapshot, what: str) -> Verdict:
     if dead is not None:  # the root cause is the lock cycle, whoever else waits on it
         sites = [_site(look.learner) for look in dead.looks
                  if look.learner is not None and look.thread.ident in dead.cycle]
-    return Verdict(what, lines, tuple(sorted(set(sites))), cycle=dead is not None)
+    return Verdict(what, lines, tuple(sorted(set(sites))), cycle=certain)
 
 
 def _describe(look: ThreadLook, looks: list[ThreadLook], held: dict) -> list[str]:
@@ -1129,12 +1223,13 @@ class Stuck(Failure):
 
 
 def watch(predicate: Callable[[], object], timeout: float = BOUND, *,
-          what: str) -> "Verdict | _Timeout | None":
-    """Wait until ``predicate()`` (None), the check is seen stuck (the Verdict, recorded),
-    or ``timeout`` passes (TIMED_OUT): for helpers that word their own failures."""
+          what: str, record: bool = True) -> "Verdict | _Timeout | None":
+    """Wait until ``predicate()`` (None), the check is seen stuck (the Verdict, recorded
+    unless ``record`` is false), or ``timeout`` passes (TIMED_OUT): for helpers that word
+    their own failures."""
     found = _wait(lambda: bool(predicate()), lambda t: time.sleep(min(t, 0.001)), timeout,
                   what=what)
-    if isinstance(found, Verdict):
+    if isinstance(found, Verdict) and record:
         verdicts.append(found)
     return found
 

@@ -1,6 +1,16 @@
 import pytest
 
-from workbook.testkit import LoopThread
+from tests.p01 import support
+from workbook.testkit import LoopThread, add_stuck_hook
+
+
+@pytest.fixture(autouse=True)
+def _explained_sinks():
+    """A stuck diagnosis says how many items the test's sinks still hold."""
+    add_stuck_hook(support.explain_stuck)
+    support.live_sinks.clear()
+    yield
+    support.live_sinks.clear()
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """Test doubles for P01: a stand-in for the loop handed to ``bind_loop``."""
 from __future__ import annotations
 
+import collections
 import queue
 import sys
 import threading
@@ -131,3 +132,41 @@ def run_interleaved(fn: Callable[[], Any], partner: PutPartner, skip: tuple[str,
         return fn()
     finally:
         sys.settrace(previous)
+
+
+# -- what a stuck diagnosis adds for P01 -----------------------------------------------------
+
+#: The sinks the current test created (cleared by the conftest before each test).
+live_sinks: list = []
+
+
+def _queued(sink) -> int | None:
+    """Items waiting in ``sink``, read off its containers: an explanation only, never a
+    verdict (a design may keep them anywhere)."""
+    try:
+        values = list(vars(sink).values())
+    except TypeError:
+        return None
+    found = [len(v) for v in values if isinstance(v, (collections.deque, list))]
+    return sum(found) if found else None
+
+
+def explain_stuck(snap) -> list[str]:
+    """Stuck-detector hook: a loop asleep while a sink still holds items is a lost wakeup;
+    say how many items wait and which put() should have woken it."""
+    asleep = [look for look in snap.looks if look.loop is not None and look.state == "asleep"]
+    if not asleep:
+        return []
+    lines = []
+    for sink in live_sinks:
+        queued = _queued(sink)
+        if not queued:
+            continue
+        put = getattr(type(sink), "put", None)
+        code = getattr(put, "__code__", None)
+        where = f" (OutputSink.put, line {code.co_firstlineno})" if code else ""
+        count = getattr(sink, "wakeups_scheduled", "?")
+        lines.append(f"  the loop is asleep in select(); {queued} item{'s' * (queued != 1)} "
+                     f"{'are' if queued != 1 else 'is'} queued in the sink; no wakeup reached "
+                     f"the loop after the last put(){where}: wakeups_scheduled is {count}")
+    return lines

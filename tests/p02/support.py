@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbook.testkit import (BOUND, PARKED_CPU, DaemonThread, Failure, cpu_used, fail,
-                              interrupt_thread, join, start_daemon, wait_until)
+                              finished, interrupt_thread, join, start_daemon, wait_until,
+                              watch)
 
 #: How long a loop may take to return after a cancel before we call it "never woke".
 #: Nothing else is pending in those tests, so a loop that has not woken by then never will;
@@ -292,6 +293,11 @@ class SelectorSpy:
         with self.cond:
             return self.cond.wait_for(predicate, timeout)
 
+    def settle(self, predicate, timeout: float, *, what: str) -> bool:
+        """Like ``wait_for``, but over as soon as the stuck detector sees that nothing can
+        make ``predicate()`` true (no verdict recorded: the caller words the failure)."""
+        return watch(lambda: self.holds(predicate), timeout, what=what, record=False) is None
+
     def holds(self, predicate) -> bool:
         with self.cond:
             return bool(predicate())
@@ -417,9 +423,9 @@ class Run:
     def error(self, timeout: float = BOUND, *, what: str = "run()",
               pitfall: str | None = None) -> BaseException | None:
         """Join and return what run raised (None if it returned)."""
-        self.thread.join(timeout)
-        if self.thread.is_alive():
-            fail(f"{what} did not finish within {timeout:g} s", pitfall=pitfall)
+        if not finished(self.thread, timeout, what=what, record=False):
+            fail(f"{what} did not return: it was still waiting, with nothing due that could "
+                 f"end it (bound {timeout:g} s)", pitfall=pitfall)
         if isinstance(self.thread.error, NotImplementedError):
             raise self.thread.error
         return self.thread.error
@@ -552,9 +558,10 @@ class Harness:
         with spy.cond:
             returned_before, entered_before = spy.returned, spy.entered
         control.request_stop()
-        spy.wait_for(lambda: not r.alive or (spy.returned > returned_before
-                                             and spy.entered > entered_before
-                                             and spy.entered > spy.returned), CANCEL_BOUND)
+        spy.settle(lambda: not r.alive or (spy.returned > returned_before
+                                           and spy.entered > entered_before
+                                           and spy.entered > spy.returned), CANCEL_BOUND,
+                   what="the loop to wake for the cancel")
         if r.alive:
             with spy.cond:
                 returned_before = spy.returned
@@ -566,8 +573,7 @@ class Harness:
         """run()'s results once it returns; if it does not, fail with what the selector saw:
         a select() that never woke points at a missing byte, a loop that woke and went back
         to sleep points at a byte that arrived before the state."""
-        r.thread.join(CANCEL_BOUND)
-        if r.thread.is_alive():
+        if not finished(r.thread, CANCEL_BOUND, what=what, record=False):
             with self.spy.cond:
                 woke = self.spy.returned > returned_before
                 asleep_again = self.spy.entered > self.spy.returned
@@ -605,10 +611,9 @@ class Harness:
             except (OSError, AttributeError, TypeError):
                 pass
         for r in self.runs:
-            r.thread.join(0.5)
-            if r.thread.is_alive():
+            if not finished(r.thread, 0.5, what="a stray run", record=False):
                 interrupt_thread(r.thread)
-                r.thread.join(0.5)
+                finished(r.thread, 0.5, what="a stray run", record=False)
         # Close the raw sockets, never c.close(): a stuck request_stop may hold its lock.  A
         # descriptor closed behind its object's back (os.close) is only detached, so the
         # object never closes a number that may belong to someone else by now.

@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from workbook.testkit import BOUND, check, fail, start_daemon
+from workbook.testkit import BOUND, check, fail, finished, start_daemon
 
 from tests.p02.support import CANCEL_BOUND, PressWatch, pending_bytes
 
@@ -29,8 +29,7 @@ def _press_watched(h, control, on_byte=None) -> PressWatch:
     """request_stop() in a thread, watched at the moment its byte lands; joined (bounded)."""
     watch = PressWatch(control, h.reader_fd(control), on_byte)
     t = watch.start()
-    t.join(BOUND)
-    if t.is_alive():
+    if not finished(t, BOUND, what="request_stop()", record=False):
         fail("request_stop() did not return", pitfall="blocking_control")
     if t.error is not None:
         raise t.error
@@ -128,8 +127,7 @@ def test_five_thousand_presses_with_nobody_reading_never_block_and_never_raise(h
             presses[0] += 1
 
     t = start_daemon(press_many, name="presser")
-    t.join(BOUND)
-    if t.is_alive():
+    if not finished(t, BOUND, what="request_stop()", record=False):
         fail(f"request_stop() blocked after {presses[0]} presses with nobody reading: the "
              "socket buffer is full and a blocking send() waits for the loop",
              pitfall="blocking_control")
@@ -240,7 +238,7 @@ def test_eof_on_the_control_makes_run_raise_connection_error_and_close_everythin
     r = h.start(dials, control)
     h.wait_blocked(r, pending=2)
     control.writer.close()  # the requesting side hangs up instead of pressing Cancel
-    spy.wait_for(lambda: not r.alive or spy.entered > 1000, BOUND)
+    spy.settle(lambda: not r.alive or spy.entered > 1000, BOUND, what="run() to end on EOF")
     if r.alive:
         fail(f"after EOF on the control the loop called select() {spy.entered} times and "
              "kept going: EOF read as 'nothing there' leaves the socket readable forever",

@@ -77,6 +77,31 @@ def quiet(thread: threading.Thread, window: float = WINDOW) -> bool:
             and kernel_state(thread) != "R")
 
 
+class Quiet:
+    """``quiet`` without sleeping, for the predicate of a bounded wait: each call compares
+    ``thread``'s usage with the sample taken at least one ``WINDOW`` earlier, so the wait
+    around it (and its stuck detector) keeps its own pace.  ``since()`` is how long the
+    thread has been quiet in every window since, 0.0 while it is not."""
+
+    def __init__(self, thread: threading.Thread) -> None:
+        self.thread = thread
+        self.sample = usage(thread)
+        self.at = time.monotonic()
+        self.quiet_from: float | None = None
+
+    def since(self) -> float:
+        now = time.monotonic()
+        if now - self.at >= WINDOW:
+            after = usage(self.thread)
+            before, self.sample, start, self.at = self.sample, after, self.at, now
+            still = (before is not None and after is not None
+                     and after[0] - before[0] <= PARKED_CPU
+                     and after[1] - before[1] <= QUIET_SWITCHES
+                     and kernel_state(self.thread) != "R")
+            self.quiet_from = (self.quiet_from or start) if still else None
+        return 0.0 if self.quiet_from is None else now - self.quiet_from
+
+
 def where(thread: threading.Thread) -> str:
     """Where ``thread`` is, for a diagnosis only: its innermost frames outside threading."""
     frame = sys._current_frames().get(thread.ident) if thread.ident is not None else None
@@ -105,10 +130,12 @@ def wait_parked(thread: threading.Thread, what: str, *, q: object = None,
     first = usage(thread)
     started = time.monotonic()
 
+    still = Quiet(thread)
+
     def parked_now() -> bool:
         if not thread.is_alive():
             _stopped(thread, what, returned_pitfall)
-        if quiet(thread):
+        if still.since() >= WINDOW:
             return True
         now = usage(thread)
         if now is not None and first is not None and (
@@ -121,8 +148,11 @@ def wait_parked(thread: threading.Thread, what: str, *, q: object = None,
                  f"polls instead of waiting (it is in {spot})", pitfall=pitfall)
         return False
 
+    # Every thread at rest with nothing pending is this wait's goal, not a failure of it.
     wait_until(parked_now, timeout, what=f"{what} is parked (waiting, not spinning)",
-               pitfall=pitfall)
+               pitfall=pitfall, rest_is_success=True)
+    if not thread.is_alive():
+        _stopped(thread, what, returned_pitfall)
     if q is not None:
         usable(q, f"while {what} waits")
 
@@ -130,13 +160,12 @@ def wait_parked(thread: threading.Thread, what: str, *, q: object = None,
 def usable(q: object, when: str, *, pitfall: str | None = "spin_holding_lock") -> int:
     """``len(q)`` from another thread; fails fast if it cannot get the queue's lock."""
     probe = start_daemon(len, q, name="len()")
-    quiet_for = [0]
+    still = Quiet(probe)
 
     def done() -> bool:
         if not probe.is_alive():
             return True
-        quiet_for[0] = quiet_for[0] + 1 if quiet(probe) else 0
-        if quiet_for[0] >= 2:
+        if still.since() >= 2 * WINDOW:
             fail(f"len() from another thread stayed blocked {when}: the waiting thread "
                  "holds the queue's lock", pitfall=pitfall)
         return False
@@ -152,19 +181,15 @@ def finish(thread: DaemonThread, what: str, *, pitfall: str | None = None,
     """Join ``thread``, which should be able to finish now; fail fast once it has stayed
     parked for ``asleep`` seconds (nobody woke it), or after ``timeout``.  Returns its
     result; re-raises what it raised (unless ``reraise`` is false)."""
-    quiet_since = [None]
+    still = Quiet(thread)
 
     def done() -> bool:
         if not thread.is_alive():
             return True
-        if quiet(thread):
-            quiet_since[0] = quiet_since[0] or time.monotonic() - WINDOW
-            if time.monotonic() - quiet_since[0] >= asleep:
-                fail(f"{what}: it could go on, but it has stayed asleep for "
-                     f"{time.monotonic() - quiet_since[0]:.1f} s (nobody woke it?)",
-                     pitfall=pitfall)
-        else:
-            quiet_since[0] = None
+        asleep_for = still.since()
+        if asleep_for >= asleep:
+            fail(f"{what}: it could go on, but it has stayed asleep for {asleep_for:.1f} s "
+                 "(nobody woke it?)", pitfall=pitfall)
         return False
 
     wait_until(done, timeout, what=f"{what} finished", pitfall=pitfall)
@@ -178,9 +203,10 @@ def settle(thread: threading.Thread, what: str, *,
     """Wait until ``thread`` has nothing left to do: it finished, or it is parked.  Fails
     fast when it spins or polls instead."""
     first = usage(thread)
+    still = Quiet(thread)
 
     def settled() -> bool:
-        if not thread.is_alive() or quiet(thread):
+        if not thread.is_alive() or still.since() >= WINDOW:
             return True
         now = usage(thread)
         if now is not None and first is not None and (
@@ -192,7 +218,7 @@ def settle(thread: threading.Thread, what: str, *,
                  f"of waiting (it is in {spot})", pitfall=pitfall)
         return False
 
-    wait_until(settled, what=what, pitfall=pitfall)
+    wait_until(settled, what=what, pitfall=pitfall, rest_is_success=True)
 
 
 def conditions(obj: object) -> list[threading.Condition]:

@@ -13,8 +13,9 @@ import time
 
 import pytest
 
-from tests.p03.support import (ASLEEP, Gate, Probe, abandon, call, conditions, finish,
-                               notify_all, quiet, settle, start_probed, usable, wait_parked)
+from tests.p03.support import (ASLEEP, SPIN_CPU, SPIN_SWITCHES, Gate, Probe, Quiet, abandon,
+                               call, conditions, finish, notify_all, quiet, settle, start_probed,
+                               usable, usage, wait_parked, where)
 from workbook.testkit import BOUND, check, fail, note, start_daemon, wait_until
 
 
@@ -336,10 +337,13 @@ def test_many_producers_and_consumers_lose_nothing_and_keep_each_producers_order
     start = threading.Barrier(producers + consumers)
     stop = object()
 
+    moved = [0] * producers  # items put so far, by producer (each writes its own slot)
+
     def produce(pid: int) -> None:
         start.wait(BOUND)
         for seq in range(per_producer):
             q.put((pid, seq))
+            moved[pid] = seq + 1
 
     def consume() -> list:
         start.wait(BOUND)
@@ -353,22 +357,34 @@ def test_many_producers_and_consumers_lose_nothing_and_keep_each_producers_order
     workers = [start_daemon(produce, p, name=f"producer-{p}") for p in range(producers)]
     readers = [start_daemon(consume, name=f"consumer-{c}") for c in range(consumers)]
     try:
-        everyone = workers + readers
-        asleep_since = [None]
+        everyone = [Quiet(t) for t in workers + readers]
+        since_progress = [sum(moved), {t: usage(t) for t in workers + readers}]
 
         def producers_done() -> bool:
             if not any(w.is_alive() for w in workers):
                 return True
+            # A correct waiter wakes only when the state changed, so items move.  A thread
+            # that ran or woke a lot (its own clocks: a loaded box runs it less, not more)
+            # while not one item was put is polling or spinning.
+            if sum(moved) != since_progress[0]:
+                since_progress[:] = [sum(moved), {t: usage(t) for t in workers + readers}]
+            for t, before in since_progress[1].items():
+                now = usage(t)
+                if before is None or now is None:
+                    continue
+                cpu, wakeups = now[0] - before[0], now[1] - before[1]
+                if cpu > SPIN_CPU or wakeups > SPIN_SWITCHES:
+                    spot = where(t)
+                    abandon(*(workers + readers))
+                    fail(f"thread '{t.name}' used {cpu:.2f} s of CPU and woke up {wakeups} "
+                         f"times while no item was put (it is in {spot}): it spins or polls "
+                         "instead of waiting", pitfall="spin_holding_lock")
             # A deadlock: every thread still running is parked at once, for a while.
-            if all(quiet(t) for t in everyone if t.is_alive()):
-                asleep_since[0] = asleep_since[0] or time.monotonic()
-                if time.monotonic() - asleep_since[0] >= ASLEEP:
-                    fail(f"{producers} producers and {consumers} consumers on a capacity-"
-                         f"{capacity} queue are all asleep with "
-                         f"{sum(w.is_alive() for w in workers)} producer(s) unfinished: a "
-                         "lost wakeup or a deadlock")
-            else:
-                asleep_since[0] = None
+            if all(s.since() >= ASLEEP for s in everyone if s.thread.is_alive()):
+                fail(f"{producers} producers and {consumers} consumers on a capacity-"
+                     f"{capacity} queue are all asleep with "
+                     f"{sum(w.is_alive() for w in workers)} producer(s) unfinished: a "
+                     "lost wakeup or a deadlock")
             return False
 
         wait_until(producers_done, 2 * BOUND,

@@ -16,7 +16,7 @@ from tests.p04 import scenarios as sc
 from tests.p04.support import traced_call
 from tests.p04.test_coroutines import expect_events
 from workbook.testkit import (BOUND, check, fail, join, note, parked, start_daemon,
-                              wait_event)
+                              thread_cpu_seconds, wait_event)
 
 
 def _asleep(served) -> None:
@@ -46,8 +46,13 @@ def test_a_callback_from_another_thread_wakes_a_loop_asleep_in_select(served):
           f"waking a sleeping loop counted {served.loop.wakeups_scheduled - before} wakeups "
           "in wakeups_scheduled, expected 1")
     deadline = time.monotonic() + BOUND
+    cpu_before = thread_cpu_seconds(served.thread) or 0.0
     while not parked(served.thread, 0.1):  # behaviour: its CPU clock stands still again
-        if time.monotonic() >= deadline:
+        # A loop that runs one callback and sleeps again needs milliseconds of its own CPU;
+        # a whole second of it (not of the wall clock: a loaded box only slows a correct
+        # loop down) is a loop that never sleeps.
+        spent = (thread_cpu_seconds(served.thread) or 0.0) - cpu_before
+        if time.monotonic() >= deadline or spent >= 1.0:
             fail("after a wakeup the loop never went back to sleep: it keeps using CPU (is "
                  "the waker's byte read after select() reports it?)")
 
