@@ -350,7 +350,8 @@ def cmd_selftest(argv: list[str]) -> int:
     workers = []
     if importlib.util.find_spec("xdist") is not None and not any(
             a == "-n" or a.startswith(("-n", "--numprocesses")) or a == "-p" for a in argv):
-        workers = ["-n", "2"]  # two workers: most of a check is waiting, not computing
+        # Two per core: most of a check is waiting, not computing.
+        workers = ["-n", str(min(8, 2 * (os.cpu_count() or 1)))]
     command = [sys.executable, "-m", "pytest", str(ROOT / "tests" / "selftest"),
                "-p", "no:cacheprovider", *workers, *argv]
     return subprocess.call(command, cwd=ROOT)

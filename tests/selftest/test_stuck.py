@@ -100,6 +100,16 @@ def test_a_cross_thread_call_that_never_wakes_the_loop_reads_as_a_sleeping_loop(
     assert "ready but the loop was not woken" in messages, messages
 
 
+def test_a_loop_asleep_with_items_queued_says_how_many_and_which_put_should_have_woken_it():
+    problem = manifest.get("p01")
+    path = str(problem.pitfall_file("flag_before_append"))
+    result = checked("p01", path)
+    messages = "\n".join(cp.message or "" for cp in failed(result) if cp.stuck)
+    assert re.search(r"the loop is asleep in select\(\); \d+ items? (is|are) queued in the "
+                     r"sink; no wakeup reached the loop after the last put\(\)", messages), messages
+    assert f"(OutputSink.put, line {line_of(path, '    def put(')})" in messages, messages
+
+
 def test_a_spinning_thread_is_reported_with_its_hottest_learner_line(tmp_path):
     """Directly through testkit: a learner function spins in a thread while a bounded wait
     waits for something it never does; the timeout names the thread and its hottest line.

@@ -27,7 +27,7 @@ class GradeError(Exception):
 
 def pytest_args(problem: manifest.Problem, stage: runner.Stage,
                 collect_only: bool = False) -> list[str]:
-    return ["-p", "workbook.grading.sandbox.reporter", "-p", "pytest_timeout",
+    return ["-p", "workbook.grading.sandbox.reporter",
             "-c", str(stage.dir / "pytest.ini"), "-s",
             *run.pytest_args(problem, stage.target, None, root=stage.dir),
             *(["--collect-only"] if collect_only else [])]
