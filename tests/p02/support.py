@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbook.testkit import (BOUND, PARKED_CPU, DaemonThread, Failure, cpu_used, fail,
-                              finished, interrupt_thread, join, start_daemon, wait_until,
-                              watch)
+                              finished, interrupt_thread, join, start_daemon, wait_event,
+                              wait_until, watch)
 
 #: How long a loop may take to return after a cancel before we call it "never woke".
 #: Nothing else is pending in those tests, so a loop that has not woken by then never will;
@@ -370,7 +370,11 @@ class PressWatch:
                         answered.set()
 
                 self._observer = start_daemon(observe, name="p02-observer")
-                answered.wait(CANCEL_BOUND)  # at once, unless it waits for the press's lock
+                # At once, unless it waits for the press's lock: then the two wait for each
+                # other, which the stuck detector sees.  (It looks from a helper thread: this
+                # is a profile hook, where its own calls must not run.)
+                start_daemon(wait_event, answered, CANCEL_BOUND, name="p02-answer-waiter",
+                             what="stop_requested read while a press runs").join()
                 if self.on_byte is not None:
                     self.on_byte()
         self._seen = now

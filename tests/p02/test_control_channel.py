@@ -85,8 +85,10 @@ def test_a_cancel_is_not_lost_when_the_loop_handles_the_byte_before_the_requeste
         # The loop has handled the byte once it is back inside select(), has started its
         # cleanup, or has returned.  (A loop that closes the control before unregistering it
         # would wait for this very requester's lock; the bound lets the test go on.)
-        spy.wait_for(lambda: not r.alive or spy.unregister_calls > 0
-                     or (spy.entered > woke_at and spy.entered > spy.returned), CANCEL_BOUND)
+        # (Watched from a helper thread: this runs inside the press's profile hook.)
+        start_daemon(spy.settle, lambda: not r.alive or spy.unregister_calls > 0
+                     or (spy.entered > woke_at and spy.entered > spy.returned), CANCEL_BOUND,
+                     what="the loop to handle the byte", name="p02-react-waiter").join()
 
     with spy.cond:
         returned_before = spy.returned
