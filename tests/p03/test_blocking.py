@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from tests.p03.support import (ASLEEP, SPIN_CPU, SPIN_SWITCHES, Gate, Probe, Quiet, abandon,
-                               call, conditions, finish, notify_all, quiet, settle, start_probed,
-                               usable, usage, wait_parked, where)
+from tests.p03.support import (ASLEEP, Gate, Probe, Quiet, abandon, call, conditions, finish,
+                               notify_all, quiet, settle, start_probed, usable, usage,
+                               wait_parked, where)
 from workbook.testkit import BOUND, check, fail, note, start_daemon, wait_until
 
 
@@ -363,22 +363,22 @@ def test_many_producers_and_consumers_lose_nothing_and_keep_each_producers_order
         def producers_done() -> bool:
             if not any(w.is_alive() for w in workers):
                 return True
-            # A correct waiter wakes only when the state changed, so items move.  A thread
-            # that ran or woke a lot (its own clocks: a loaded box runs it less, not more)
-            # while not one item was put is polling or spinning.
+            # A correct waiter runs only when the state changed, so items move.  A thread
+            # that used a second of its own CPU (a loaded box runs it less, not more) while
+            # not one item was put is spinning.  (Wake-ups are no evidence here: on a loaded
+            # box every thread waiting for the GIL wakes hundreds of times a second.)
             if sum(moved) != since_progress[0]:
                 since_progress[:] = [sum(moved), {t: usage(t) for t in workers + readers}]
             for t, before in since_progress[1].items():
                 now = usage(t)
                 if before is None or now is None:
                     continue
-                cpu, wakeups = now[0] - before[0], now[1] - before[1]
-                if cpu > SPIN_CPU or wakeups > SPIN_SWITCHES:
+                if now[0] - before[0] > 1.0:
                     spot = where(t)
                     abandon(*(workers + readers))
-                    fail(f"thread '{t.name}' used {cpu:.2f} s of CPU and woke up {wakeups} "
-                         f"times while no item was put (it is in {spot}): it spins or polls "
-                         "instead of waiting", pitfall="spin_holding_lock")
+                    fail(f"thread '{t.name}' used {now[0] - before[0]:.2f} s of CPU while no "
+                         f"item was put (it is in {spot}): it spins instead of waiting",
+                         pitfall="spin_holding_lock")
             # A deadlock: every thread still running is parked at once, for a while.
             if all(s.since() >= ASLEEP for s in everyone if s.thread.is_alive()):
                 fail(f"{producers} producers and {consumers} consumers on a capacity-"
