@@ -96,15 +96,10 @@ def export(book: Gradebook, fmt: str, out: Path, *, single: bool, excel: bool = 
         text = csv_text(book, messages=messages)
         atomic_write(out, (("\ufeff" if excel else "") + text).encode("utf-8"))
     elif fmt == "gradescope":
-        rows = book.sorted_rows()
-        if single:
-            atomic_write(out, json.dumps(gradescope_results(rows[0], book.problems),
-                                         indent=1).encode())
-        else:
-            for row in rows:
-                atomic_write(out / safe_name(row.submission) / "results.json",
-                             json.dumps(gradescope_results(row, book.problems),
-                                        indent=1).encode())
+        for row in book.sorted_rows()[:1] if single else book.sorted_rows():
+            path = out if single else out / safe_name(row.submission) / "results.json"
+            atomic_write(path, json.dumps(gradescope_results(row, book.problems),
+                                          indent=1).encode())
     # json: the gradebook itself is the export
 
 

@@ -19,15 +19,13 @@ from workbook import manifest
 from workbook.run import CheckpointResult
 
 FORMAT = "workbook-gradebook/2"
-#: The statuses of an entry.  ``ok``: the whole acceptance set ran (failed checkpoints earn
-#: nothing); ``error``: it did not (the reason says why); ``not_submitted``: no file;
-#: ``pending``: planned, not finished yet.
-STATUSES = ("ok", "error", "not_submitted", "pending")
 
 
 @dataclass
 class Entry:
     """One submission × problem."""
+    #: ``ok``: the whole acceptance set ran (failed checkpoints earn nothing); ``error``: it
+    #: did not (the reason says why); ``not_submitted``: no file; ``pending``: not finished yet.
     status: str
     checkpoints: list[CheckpointResult]
     max_score: int
@@ -52,10 +50,6 @@ class Entry:
     @property
     def score(self) -> int:
         return sum(self.points.values())
-
-    @property
-    def finished(self) -> bool:
-        return self.status != "pending"
 
     @property
     def passed(self) -> bool:
@@ -167,13 +161,9 @@ class Gradebook:
             return None
         return doc if isinstance(doc, dict) and doc.get("format") == FORMAT else None
 
-    def entry(self, name: str, problem_id: str) -> Entry | None:
-        row = self.rows.get(name)
-        return row.problems.get(problem_id) if row else None
-
     def finished(self, name: str, problem_id: str, fingerprint: str) -> bool:
-        entry = self.entry(name, problem_id)
-        return entry is not None and entry.finished and entry.fingerprint == fingerprint
+        entry = self.rows[name].problems.get(problem_id) if name in self.rows else None
+        return entry is not None and entry.status != "pending" and entry.fingerprint == fingerprint
 
     def record(self, name: str, problem_id: str, entry: Entry, save: bool = True) -> None:
         with self._lock:
