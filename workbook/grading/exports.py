@@ -71,9 +71,9 @@ def gradescope_results(row: Row, problems: list[manifest.Problem]) -> dict:
             detail = cp.message or ""
             if entry.status == "not_submitted":
                 detail = f"{p.learner_file.name} was not submitted"
-            elif entry.status == "error" and cp.status != "passed" and entry.reason:
-                detail = f"{entry.reason}. {detail}".strip() if entry.reason not in detail \
-                    else detail
+            elif entry.status == "error" and cp.status != "passed" and entry.reason \
+                    and entry.reason not in detail:
+                detail = f"{entry.reason}. {detail}".strip()
             tests.append({
                 "name": f"{p.id} · {cp.title}", "number": cp.id,
                 "score": entry.points.get(cp.id, 0),

@@ -1,12 +1,6 @@
-"""The grader's side of a sandboxed run: stage it, start it, watch it, read it, clean up.
-
-* ``Harness``/``Stage``: the files that judge one problem (``staged_files``: the harness
-  package and that problem's tests, derived from the manifest; never ``solutions/``) and one
-  submission, copied into a fresh directory owned by the grader;
-* ``detect``: the best isolation this machine allows, proved by a probe run;
-* ``run``: the run itself, through ``trampoline.py`` (namespaces, uid, limits), with the
-  report read from its own pipe (``protocol``) and the output drained to a bounded tail;
-* ``sweep``: afterwards, kill whatever the run left and count it.
+"""The grader's side of a sandboxed run: ``Stage`` it (never ``solutions/``), ``detect`` the
+best isolation (proved by a probe run), ``run`` it through ``trampoline.py`` with the report on
+its own pipe and the output drained to a bounded tail, then ``sweep`` whatever it left.
 
 Isolation levels, best first: ``namespaces`` (root: a uid per run slot, own mount, PID and
 network namespaces, the repository, home and /tmp hidden), ``uid`` (root without
@@ -484,12 +478,9 @@ def run(stage: Stage, pytest_args: list[str], limits: Limits, *, iso: Isolation,
             outcome.leftovers += sweep(uid, token)
             reader.join(5)
             drain.join(5)
-    code = proc.returncode
-    if code is not None and code < 0:
-        outcome.signal = -code
-    elif code is not None and code > 128 and code != 255:
-        outcome.signal = code - 128
-    outcome.exit_code = code
+    code = outcome.exit_code = proc.returncode  # never None: proc.wait() returned
+    if code < 0 or (code > 128 and code != 255):  # killed, or the trampoline's 128 + signal
+        outcome.signal = -code if code < 0 else code - 128
     if code == 125 and not reader.records:
         # The trampoline failed before pytest started (a learner's own exit code 125 comes
         # after the authenticated "start" record, so it cannot pose as this).
