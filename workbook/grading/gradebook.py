@@ -7,6 +7,7 @@ readable by its owner's group and others (0644, as any exported file).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -103,14 +104,12 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    try:
+    with contextlib.suppress(OSError):  # the rename itself, durable where the filesystem can
         dir_fd = os.open(path.parent, os.O_RDONLY)
         try:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
-    except OSError:
-        pass
 
 
 @dataclass

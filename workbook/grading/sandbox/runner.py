@@ -9,6 +9,7 @@ solutions), ``none`` (not root: resource limits only).
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.util
 import json
@@ -85,7 +86,6 @@ class UidClaim:
     when the process does, however it ends."""
 
     def __init__(self, count: int) -> None:
-        import fcntl
         self.uids: list[int] = []
         self._fds: list[int] = []
         for uid in range(UID_BASE, UID_BASE + UID_POOL):
@@ -204,13 +204,12 @@ def remove_stale_stages() -> int:
         if not pid.isdigit() or int(pid) == os.getpid():
             continue
         try:
-            os.kill(int(pid), 0)
-            continue  # its grader is alive
+            os.kill(int(pid), 0)  # no error: its grader is alive
         except ProcessLookupError:
             shutil.rmtree(path, ignore_errors=True)
             removed += 1
         except PermissionError:
-            continue  # alive, someone else's
+            pass  # alive, someone else's
     return removed
 
 
