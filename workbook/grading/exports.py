@@ -71,9 +71,9 @@ def gradescope_results(row: Row, problems: list[manifest.Problem]) -> dict:
             detail = cp.message or ""
             if entry.status == "not_submitted":
                 detail = f"{p.learner_file.name} was not submitted"
-            elif entry.status == "error" and cp.status != "passed" and entry.reason:
-                detail = f"{entry.reason}. {detail}".strip() if entry.reason not in detail \
-                    else detail
+            elif entry.status == "error" and cp.status != "passed" and entry.reason \
+                    and entry.reason not in detail:
+                detail = f"{entry.reason}. {detail}".strip()
             tests.append({
                 "name": f"{p.id} · {cp.title}", "number": cp.id,
                 "score": entry.points.get(cp.id, 0),
@@ -96,15 +96,10 @@ def export(book: Gradebook, fmt: str, out: Path, *, single: bool, excel: bool = 
         text = csv_text(book, messages=messages)
         atomic_write(out, (("\ufeff" if excel else "") + text).encode("utf-8"))
     elif fmt == "gradescope":
-        rows = book.sorted_rows()
-        if single:
-            atomic_write(out, json.dumps(gradescope_results(rows[0], book.problems),
-                                         indent=1).encode())
-        else:
-            for row in rows:
-                atomic_write(out / safe_name(row.submission) / "results.json",
-                             json.dumps(gradescope_results(row, book.problems),
-                                        indent=1).encode())
+        for row in book.sorted_rows()[:1] if single else book.sorted_rows():
+            path = out if single else out / safe_name(row.submission) / "results.json"
+            atomic_write(path, json.dumps(gradescope_results(row, book.problems),
+                                          indent=1).encode())
     # json: the gradebook itself is the export
 
 

@@ -7,6 +7,7 @@ readable by its owner's group and others (0644, as any exported file).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -19,15 +20,13 @@ from workbook import manifest
 from workbook.run import CheckpointResult
 
 FORMAT = "workbook-gradebook/2"
-#: The statuses of an entry.  ``ok``: the whole acceptance set ran (failed checkpoints earn
-#: nothing); ``error``: it did not (the reason says why); ``not_submitted``: no file;
-#: ``pending``: planned, not finished yet.
-STATUSES = ("ok", "error", "not_submitted", "pending")
 
 
 @dataclass
 class Entry:
     """One submission × problem."""
+    #: ``ok``: the whole acceptance set ran (failed checkpoints earn nothing); ``error``: it
+    #: did not (the reason says why); ``not_submitted``: no file; ``pending``: not finished yet.
     status: str
     checkpoints: list[CheckpointResult]
     max_score: int
@@ -52,10 +51,6 @@ class Entry:
     @property
     def score(self) -> int:
         return sum(self.points.values())
-
-    @property
-    def finished(self) -> bool:
-        return self.status != "pending"
 
     @property
     def passed(self) -> bool:
@@ -109,14 +104,12 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    try:
+    with contextlib.suppress(OSError):  # the rename itself, durable where the filesystem can
         dir_fd = os.open(path.parent, os.O_RDONLY)
         try:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
-    except OSError:
-        pass
 
 
 @dataclass
@@ -167,13 +160,9 @@ class Gradebook:
             return None
         return doc if isinstance(doc, dict) and doc.get("format") == FORMAT else None
 
-    def entry(self, name: str, problem_id: str) -> Entry | None:
-        row = self.rows.get(name)
-        return row.problems.get(problem_id) if row else None
-
     def finished(self, name: str, problem_id: str, fingerprint: str) -> bool:
-        entry = self.entry(name, problem_id)
-        return entry is not None and entry.finished and entry.fingerprint == fingerprint
+        entry = self.rows[name].problems.get(problem_id) if name in self.rows else None
+        return entry is not None and entry.status != "pending" and entry.fingerprint == fingerprint
 
     def record(self, name: str, problem_id: str, entry: Entry, save: bool = True) -> None:
         with self._lock:

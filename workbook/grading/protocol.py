@@ -16,7 +16,7 @@ import hashlib
 import hmac
 import json
 from dataclasses import asdict, dataclass, field, fields
-from typing import Union
+from typing import Union, get_args
 
 #: One record must fit one atomic pipe write (PIPE_BUF is 4096 on Linux), signature included.
 RECORD_MAX = 3800
@@ -92,9 +92,8 @@ class End:
 
 
 Record = Union[Start, ImportFailed, Collected, Item, TestDone, Note, Tampered, End]
-_BY_EVENT: dict[str, type] = {cls.event: cls for cls in  # type: ignore[attr-defined]
-                              (Start, ImportFailed, Collected, Item, TestDone, Note, Tampered,
-                               End)}
+_BY_EVENT: dict[str, type] = {cls.event: cls  # type: ignore[attr-defined]
+                              for cls in get_args(Record)}
 
 
 class ProtocolError(ValueError):

@@ -1,12 +1,6 @@
-"""The grader's side of a sandboxed run: stage it, start it, watch it, read it, clean up.
-
-* ``Harness``/``Stage``: the files that judge one problem (``staged_files``: the harness
-  package and that problem's tests, derived from the manifest; never ``solutions/``) and one
-  submission, copied into a fresh directory owned by the grader;
-* ``detect``: the best isolation this machine allows, proved by a probe run;
-* ``run``: the run itself, through ``trampoline.py`` (namespaces, uid, limits), with the
-  report read from its own pipe (``protocol``) and the output drained to a bounded tail;
-* ``sweep``: afterwards, kill whatever the run left and count it.
+"""The grader's side of a sandboxed run: ``Stage`` it (never ``solutions/``), ``detect`` the
+best isolation (proved by a probe run), ``run`` it through ``trampoline.py`` with the report on
+its own pipe and the output drained to a bounded tail, then ``sweep`` whatever it left.
 
 Isolation levels, best first: ``namespaces`` (root: a uid per run slot, own mount, PID and
 network namespaces, the repository, home and /tmp hidden), ``uid`` (root without
@@ -15,6 +9,7 @@ solutions), ``none`` (not root: resource limits only).
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.util
 import json
@@ -78,10 +73,9 @@ class Isolation:
 
 
 def _lock_dir() -> Path:
-    for candidate in ("/run/lock", "/var/lock", tempfile.gettempdir()):
-        if os.path.isdir(candidate) and os.access(candidate, os.W_OK):
-            return Path(candidate)
-    return Path(tempfile.gettempdir())
+    writable = [d for d in ("/run/lock", "/var/lock")
+                if os.path.isdir(d) and os.access(d, os.W_OK)]
+    return Path(writable[0] if writable else tempfile.gettempdir())
 
 
 class UidClaim:
@@ -92,7 +86,6 @@ class UidClaim:
     when the process does, however it ends."""
 
     def __init__(self, count: int) -> None:
-        import fcntl
         self.uids: list[int] = []
         self._fds: list[int] = []
         for uid in range(UID_BASE, UID_BASE + UID_POOL):
@@ -211,13 +204,12 @@ def remove_stale_stages() -> int:
         if not pid.isdigit() or int(pid) == os.getpid():
             continue
         try:
-            os.kill(int(pid), 0)
-            continue  # its grader is alive
+            os.kill(int(pid), 0)  # no error: its grader is alive
         except ProcessLookupError:
             shutil.rmtree(path, ignore_errors=True)
             removed += 1
         except PermissionError:
-            continue  # alive, someone else's
+            pass  # alive, someone else's
     return removed
 
 
@@ -232,7 +224,6 @@ class Stage:
 
     def __init__(self, harness: Harness, module: str, source: bytes, uid: int | None,
                  helpers: dict[str, bytes] | None = None) -> None:
-        gid = uid
         self.dir = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-")).resolve()
         try:
             for rel, data in harness.files + harness.bytecode:
@@ -249,23 +240,20 @@ class Stage:
             self.target.write_bytes(source)
             self.work = self.dir / "work"
             self.work.mkdir()
-            self._permissions(gid, uid)
+            for path in self.dir.rglob("*"):
+                os.chmod(path, 0o755 if path.is_dir() else 0o644)
+            if uid is not None:
+                # Only this run's uid may enter: another submission graded at the same time
+                # cannot read this one.
+                os.chown(self.dir, 0, uid)
+                os.chmod(self.dir, 0o750)
+                os.chown(self.work, uid, uid)
+                os.chmod(self.work, 0o700)
+            else:
+                os.chmod(self.dir, 0o700)
         except BaseException:
             self.cleanup()
             raise
-
-    def _permissions(self, gid: int | None, uid: int | None) -> None:
-        for path in self.dir.rglob("*"):
-            os.chmod(path, 0o755 if path.is_dir() else 0o644)
-        if gid is not None:
-            # Only this run's uid may enter: another submission graded at the same time
-            # cannot read this one.
-            os.chown(self.dir, 0, gid)
-            os.chmod(self.dir, 0o750)
-            os.chown(self.work, uid, gid)
-            os.chmod(self.work, 0o700)
-        else:
-            os.chmod(self.dir, 0o700)
 
     def cleanup(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -317,11 +305,6 @@ def _hide_list() -> list[tuple[str, str]]:
     return sorted(dict(hide).items(), key=lambda item: item[0].count("/"))
 
 
-def _expose_list(stage_dir: Path) -> list[str]:
-    paths = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix), str(stage_dir)}
-    return sorted(paths)
-
-
 _DETECTED: dict[str, Isolation] = {}
 _DETECT_LOCK = threading.Lock()
 
@@ -336,14 +319,13 @@ def detect(forbidden: list[Path]) -> Isolation:
         key = json.dumps(sorted(map(str, forbidden)))
         if key in _DETECTED:
             return _DETECTED[key]
+        if os.geteuid() != 0:  # not root: nothing better is possible; the description says so
+            _DETECTED[key] = Isolation("none", _DESCRIPTIONS["none"])
+            return _DETECTED[key]
         wanted = os.environ.get("WORKBOOK_SANDBOX")  # force a level (for tests)
-        if os.geteuid() != 0:
-            modes = ["none"]
-        else:
-            modes = [wanted] if wanted else ["namespaces", "uid"]
         problems = []
-        for mode in modes:
-            iso = Isolation(mode, _describe(mode))
+        for mode in [wanted] if wanted else ["namespaces", "uid"]:
+            iso = Isolation(mode, _DESCRIPTIONS[mode])
             try:
                 with UidClaim(1 if iso.drops_privileges else 0) as claim:
                     verdict = _probe(iso, forbidden, (claim.uids or [None])[0])
@@ -353,21 +335,16 @@ def detect(forbidden: list[Path]) -> Isolation:
                 _DETECTED[key] = iso
                 return iso
             problems.append(f"{mode}: {verdict}")
-        if modes == ["none"]:  # not root: nothing better is possible; say so
-            iso = Isolation("none", _describe("none"))
-            _DETECTED[key] = iso
-            return iso
         raise IsolationError("cannot isolate learner code: " + "; ".join(problems))
 
 
-def _describe(mode: str) -> str:
-    return {
-        "namespaces": "root: a uid per run slot, own mount/PID/network namespaces, "
-                      "repository and home hidden",
-        "uid": "root: a uid per run slot, without namespaces",
-        "none": "not root: learner code runs as you (resource limits only; it could read "
-                "solutions/ by path)",
-    }[mode]
+_DESCRIPTIONS = {
+    "namespaces": "root: a uid per run slot, own mount/PID/network namespaces, "
+                  "repository and home hidden",
+    "uid": "root: a uid per run slot, without namespaces",
+    "none": "not root: learner code runs as you (resource limits only; it could read "
+            "solutions/ by path)",
+}
 
 
 def _probe(iso: Isolation, forbidden: list[Path], uid: int | None) -> str | None:
@@ -417,9 +394,8 @@ def _base_env(work: Path) -> dict[str, str]:
         "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "MALLOC_ARENA_MAX": "2", "COLUMNS": "120",
     }
-    for name in ("WORKBOOK_BOUND",):  # the acceptance sets' own knob
-        if name in os.environ:
-            env[name] = os.environ[name]
+    if "WORKBOOK_BOUND" in os.environ:  # the acceptance sets' own knob
+        env["WORKBOOK_BOUND"] = os.environ["WORKBOOK_BOUND"]
     return env
 
 
@@ -432,7 +408,8 @@ def _config(iso: Isolation, uid: int | None, stage_dir: Path, work: Path, limits
         "mode": iso.mode, "uid": uid, "gid": uid, "work": str(work),
         "work_size": limits.work_size,
         "hide": _hide_list() if iso.mode == "namespaces" else [],
-        "expose": _expose_list(stage_dir) if iso.mode == "namespaces" else [],
+        "expose": sorted({os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix),
+                          str(stage_dir)}) if iso.mode == "namespaces" else [],
         "limits": {"cpu": [limits.cpu, limits.cpu + 5], "memory": limits.memory,
                    "processes": nproc, "file_size": limits.file_size,
                    "open_files": limits.open_files},
@@ -500,12 +477,9 @@ def run(stage: Stage, pytest_args: list[str], limits: Limits, *, iso: Isolation,
             outcome.leftovers += sweep(uid, token)
             reader.join(5)
             drain.join(5)
-    code = proc.returncode
-    if code is not None and code < 0:
-        outcome.signal = -code
-    elif code is not None and code > 128 and code != 255:
-        outcome.signal = code - 128
-    outcome.exit_code = code
+    code = outcome.exit_code = proc.returncode  # never None: proc.wait() returned
+    if code < 0 or (code > 128 and code != 255):  # killed, or the trampoline's 128 + signal
+        outcome.signal = -code if code < 0 else code - 128
     if code == 125 and not reader.records:
         # The trampoline failed before pytest started (a learner's own exit code 125 comes
         # after the authenticated "start" record, so it cannot pose as this).
@@ -564,19 +538,25 @@ def kill_all() -> None:
 
 # -- leftovers ------------------------------------------------------------------------------
 
+def _each_process(name: str):
+    """``(pid, bytes of /proc/PID/<name>)`` for every other process that can be read."""
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and int(pid) != os.getpid():
+            try:
+                with open(f"/proc/{pid}/{name}", "rb") as f:
+                    yield int(pid), f.read()
+            except OSError:
+                continue
+
+
 def _processes(uid: int) -> dict[int, str]:
     """``pid -> state letter`` of every process whose real uid is ``uid``."""
     found = {}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as f:
-                fields = dict(line.split(":", 1) for line in f if ":" in line)
-        except OSError:
-            continue
+    for pid, status in _each_process("status"):
+        fields = dict(line.split(":", 1) for line in status.decode("utf-8", "replace")
+                      .splitlines() if ":" in line)
         if int(fields.get("Uid", "-1").split()[0]) == uid:
-            found[int(pid)] = fields.get("State", "?").split()[0]
+            found[pid] = fields.get("State", "?").split()[0]
     return found
 
 
@@ -599,16 +579,7 @@ def _tasks_of(uid: int) -> int:
 def processes_marked(token: str) -> list[int]:
     """Live processes of this user whose environment carries ``token``."""
     mark = f"WORKBOOK_SANDBOX_RUN={token}".encode()
-    found = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit() and int(pid) != os.getpid():
-            try:
-                with open(f"/proc/{pid}/environ", "rb") as f:
-                    if mark in f.read().split(b"\0"):
-                        found.append(int(pid))
-            except OSError:
-                continue
-    return found
+    return [pid for pid, environ in _each_process("environ") if mark in environ.split(b"\0")]
 
 
 def sweep(uid: int | None, token: str | None = None, grace: float = 0.0) -> int:
