@@ -8,11 +8,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import ctypes
+import inspect
 import os
 import signal
 import sys
 import threading
 import time
+import types
 from dataclasses import dataclass, field
 from typing import Any, Callable, NoReturn
 
@@ -496,14 +498,20 @@ def _evaluate(node, frame):
         base = _evaluate(node.value, frame)
         if base is _MISSING:
             return _MISSING
+        # Never run learner code from here: a property that takes the learner's lock would
+        # block the detector itself (and the bounded wait it runs in) for good.
         try:
-            return object.__getattribute__(base, node.attr) if not isinstance(base, type) \
-                else getattr(base, node.attr)
-        except Exception:  # noqa: BLE001 - an explanation only
+            value = inspect.getattr_static(base, node.attr)
+        except AttributeError:
+            return _MISSING
+        if isinstance(value, types.MemberDescriptorType):  # a __slots__ member: read in C
             try:
-                return getattr(base, node.attr)
-            except Exception:  # noqa: BLE001
+                return value.__get__(base, type(base))
+            except AttributeError:
                 return _MISSING
+        if hasattr(type(value), "__get__") and not isinstance(value, type):
+            return _MISSING  # a property or another descriptor: only running it would tell
+        return value
     return _MISSING
 
 

@@ -165,7 +165,7 @@ def explain_stuck(snap) -> list[str]:
         put = getattr(type(sink), "put", None)
         code = getattr(put, "__code__", None)
         where = f" (OutputSink.put, line {code.co_firstlineno})" if code else ""
-        count = getattr(sink, "wakeups_scheduled", "?")
+        count = vars(sink).get("wakeups_scheduled", "?")  # never a property: no learner code
         lines.append(f"  the loop is asleep in select(); {queued} item{'s' * (queued != 1)} "
                      f"{'are' if queued != 1 else 'is'} queued in the sink; no wakeup reached "
                      f"the loop after the last put(){where}: wakeups_scheduled is {count}")

@@ -88,7 +88,8 @@ def test_a_cancel_is_not_lost_when_the_loop_handles_the_byte_before_the_requeste
         # (Watched from a helper thread: this runs inside the press's profile hook.)
         start_daemon(spy.settle, lambda: not r.alive or spy.unregister_calls > 0
                      or (spy.entered > woke_at and spy.entered > spy.returned), CANCEL_BOUND,
-                     what="the loop to handle the byte", name="p02-react-waiter").join()
+                     what="the loop to handle the byte", name="p02-react-waiter"
+                     ).join(CANCEL_BOUND + 1.0)
 
     with spy.cond:
         returned_before = spy.returned

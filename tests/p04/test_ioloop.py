@@ -105,7 +105,7 @@ def test_a_producer_that_looked_before_the_loop_drained_still_wakes_it(served):
             # callback, where the stuck detector's own work must not happen.)
             waiter = start_daemon(wait_event, first_ran, BOUND, name="seam-waiter",
                                   what="the loop to run the callback queued first")
-            waiter.join()  # bounded: wait_event returns within BOUND
+            waiter.join(BOUND + 1.0)  # wait_event returns within BOUND
             if waiter.result:
                 served.wait_idle()
 
