@@ -411,6 +411,23 @@ def _stack(frame) -> list:
     return out
 
 
+_stacks_lock = threading.Lock()  # one walk at a time: the switch interval is process-wide
+
+
+def stacks() -> dict[int, list]:
+    """Every thread's frames, innermost first, walked in one go while no other thread can
+    run Python code.  Walking ``f_back`` of a frame whose thread has moved on since
+    ``sys._current_frames()`` crashed 3.11 now and then (a segfault in the walk, seen under
+    load); with the switch interval raised for the walk, no frame changes underneath it."""
+    with _stacks_lock:
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(1.0)
+        try:
+            return {ident: _stack(frame) for ident, frame in sys._current_frames().items()}
+        finally:
+            sys.setswitchinterval(interval)
+
+
 def _qualname(frame) -> str:
     code = frame.f_code
     name = getattr(code, "co_qualname", None)
@@ -825,7 +842,7 @@ class Verdict:
 def _take_snapshot(me: int, deadline: float) -> tuple[Snapshot, str]:
     """A look at every thread that could move, and why the check could still move ("" when
     nothing can)."""
-    frames = sys._current_frames()
+    frames = stacks()
     with _watchers_lock:
         watchers = dict(_watchers)
     why = ""
@@ -839,7 +856,7 @@ def _take_snapshot(me: int, deadline: float) -> tuple[Snapshot, str]:
             continue
         if ident in _background and thread is not threading.main_thread():
             continue
-        look = _look(thread, _stack(frames.get(ident)), deadline)
+        look = _look(thread, frames.get(ident, []), deadline)
         if look.state in ("moving", "timed") and not why:
             why = f"thread '{thread.name}': {look.detail or look.state}"
         looks.append(look)
@@ -970,7 +987,7 @@ class _Watch:
 
     def _sample_cpu(self) -> None:
         """Where CPU goes while we wait: per thread, its learner line at each look."""
-        frames = sys._current_frames()
+        frames = stacks()
         for thread in threading.enumerate():
             ident = thread.ident
             if ident is None or ident == self.me:
@@ -986,7 +1003,7 @@ class _Watch:
             if before is None or cpu - before <= STILL_CPU:
                 continue
             self.moved[ident] = self.moved.get(ident, 0) + 1
-            learner = next((f for f in _stack(frames.get(ident))
+            learner = next((f for f in frames.get(ident, [])
                             if _is_learner(f.f_code.co_filename)), None)
             if learner is not None:
                 site = _site(learner)
@@ -1079,11 +1096,11 @@ def _describe(look: ThreadLook, looks: list[ThreadLook], held: dict) -> list[str
             if holders:
                 line += ", which " + "; and which ".join(holders)
         out.append(line)
-    entry = [f for f in look.frames if _is_learner(f.f_code.co_filename)][-1]
-    caller = entry.f_back
-    while caller is not None and (_is_stdlib(caller.f_code.co_filename)
-                                  or caller.f_code.co_filename == __file__):
-        caller = caller.f_back
+    learner = [i for i, f in enumerate(look.frames) if _is_learner(f.f_code.co_filename)]
+    entry = look.frames[learner[-1]]
+    caller = next((f for f in look.frames[learner[-1] + 1:]  # the list, never f_back again
+                   if not _is_stdlib(f.f_code.co_filename) and f.f_code.co_filename != __file__),
+                  None)
     came = (f", called from {_site(caller)}" if caller is not None
             else ", in a thread the test started")
     out.append(f"    entered learner code in {_qualname(entry)}() (line "
@@ -1126,9 +1143,8 @@ class Watchdog:
             main = self._main
             with _watchers_lock:
                 waiting = main.ident in _watchers
-            frame = sys._current_frames().get(main.ident)
-            inside = frame is not None and any(_is_learner(f.f_code.co_filename)
-                                               for f in _stack(frame))
+            stack = stacks().get(main.ident, [])
+            inside = any(_is_learner(f.f_code.co_filename) for f in stack)
             if not self.active or waiting or not inside:
                 watch = None
                 continue

@@ -26,7 +26,8 @@ import time
 from typing import Any, Callable
 
 from workbook.testkit import (BOUND, PARKED_CPU, DaemonThread, fail, interrupt_thread,
-                              kernel_state, start_daemon, thread_cpu_seconds, wait_until)
+                              kernel_state, stacks, start_daemon, thread_cpu_seconds,
+                              wait_until)
 
 #: One observation window, in seconds.
 WINDOW = 0.05
@@ -104,13 +105,13 @@ class Quiet:
 
 def where(thread: threading.Thread) -> str:
     """Where ``thread`` is, for a diagnosis only: its innermost frames outside threading."""
-    frame = sys._current_frames().get(thread.ident) if thread.ident is not None else None
     names = []
-    while frame is not None and len(names) < 3:
+    for frame in stacks().get(thread.ident, []) if thread.ident is not None else []:
         code = frame.f_code
         if not code.co_filename.endswith(("threading.py", "support.py", "testkit.py")):
             names.append(f"{code.co_name} (line {frame.f_lineno})")
-        frame = frame.f_back
+        if len(names) == 3:
+            break
     return " in ".join(names) if names else "somewhere unknown"
 
 
