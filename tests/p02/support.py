@@ -374,8 +374,8 @@ class PressWatch:
                 # other, which the stuck detector sees.  (It looks from a helper thread: this
                 # is a profile hook, where its own calls must not run.)
                 start_daemon(wait_event, answered, CANCEL_BOUND, name="p02-answer-waiter",
-                             what="stop_requested read while a press runs"
-                             ).join(CANCEL_BOUND + 1.0)
+                             what="stop_requested read while a press runs",
+                             record=False).join(CANCEL_BOUND + 1.0)
                 if self.on_byte is not None:
                     self.on_byte()
         self._seen = now

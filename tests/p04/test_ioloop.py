@@ -104,7 +104,8 @@ def test_a_producer_that_looked_before_the_loop_drained_still_wakes_it(served):
             # (The bounded wait runs in a helper thread: this function runs inside a trace
             # callback, where the stuck detector's own work must not happen.)
             waiter = start_daemon(wait_event, first_ran, BOUND, name="seam-waiter",
-                                  what="the loop to run the callback queued first")
+                                  what="the loop to run the callback queued first",
+                                  record=False)
             waiter.join(BOUND + 1.0)  # wait_event returns within BOUND
             if waiter.result:
                 served.wait_idle()

@@ -71,6 +71,8 @@ def test_show_prints_the_explanation_and_the_change(variant, capsys):
 def test_a_correct_solution_in_another_style_passes(problem, path):
     result = checked(problem.id, str(path))
     assert result.passed, _failures(result)
+    assert all(cp.stuck == 0 for cp in result.checkpoints), \
+        [(cp.id, cp.stuck) for cp in result.checkpoints if cp.stuck]
 
 
 @pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.id)
