@@ -415,15 +415,19 @@ _stacks_lock = threading.Lock()  # one walk at a time: the switch interval is pr
 
 
 def stacks() -> dict[int, list]:
-    """Every thread's frames, innermost first, walked in one go while no other thread can
-    run Python code.  Walking ``f_back`` of a frame whose thread has moved on since
-    ``sys._current_frames()`` crashed 3.11 now and then (a segfault in the walk, seen under
-    load); with the switch interval raised for the walk, no frame changes underneath it."""
+    """Every live thread's frames, innermost first, walked in one go while no other thread
+    can run Python code (the switch interval is raised for the walk).  A thread that has
+    left ``threading``'s table of active threads is tearing itself down: walking ``f_back``
+    of its frames crashed 3.11 now and then (a segfault inside this walk, seen in p02 runs
+    under load, where threads end by the dozen), so it is left out."""
     with _stacks_lock:
         interval = sys.getswitchinterval()
         sys.setswitchinterval(1.0)
         try:
-            return {ident: _stack(frame) for ident, frame in sys._current_frames().items()}
+            frames = sys._current_frames()
+            active = set(threading._active)  # noqa: SLF001 - read after the frames, no switch
+            return {ident: _stack(frame) for ident, frame in frames.items()
+                    if ident in active}
         finally:
             sys.setswitchinterval(interval)
 
