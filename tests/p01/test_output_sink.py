@@ -343,8 +343,9 @@ def test_four_producers_keep_their_order_and_nothing_is_lost_or_duplicated(impl,
             # with nothing due in time, which the stuck detector reports at once.
             batch = await sink.get_batch(max_items=256, timeout=3600)
             if not batch:
-                fail(f"get_batch(timeout=3600) returned [] with {total - len(got)} of "
-                     f"{total} items still missing")
+                # Returning [] before the deadline is judged by p01.timeout (a spurious
+                # wakeup); here only lost or reordered items count, so ask again.
+                continue
             check(len(batch) <= 256, f"a batch held {len(batch)} items, max_items was 256",
                   pitfall="too_many_items")
             got += batch
