@@ -414,7 +414,7 @@ def _stack(frame) -> list:
 _stacks_lock = threading.Lock()  # one walk at a time: the switch interval is process-wide
 
 
-def stacks() -> dict[int, list]:
+def stacks(only: "set[int] | None" = None) -> dict[int, list]:
     """Every live thread's frames, innermost first, walked in one go while no other thread
     can run Python code (the switch interval is raised for the walk).  A thread that has
     left ``threading``'s table of active threads is tearing itself down: walking ``f_back``
@@ -427,7 +427,7 @@ def stacks() -> dict[int, list]:
             frames = sys._current_frames()
             active = set(threading._active)  # noqa: SLF001 - read after the frames, no switch
             return {ident: _stack(frame) for ident, frame in frames.items()
-                    if ident in active}
+                    if ident in active and (only is None or ident in only)}
         finally:
             sys.setswitchinterval(interval)
 
@@ -990,8 +990,10 @@ class _Watch:
         return True
 
     def _sample_cpu(self) -> None:
-        """Where CPU goes while we wait: per thread, its learner line at each look."""
-        frames = stacks()
+        """Where CPU goes while we wait: per thread, its learner line at each look.  Only the
+        threads whose clock moved are walked (a walk of another thread's frames is the one
+        risky thing the detector does on 3.11: see ``stacks``)."""
+        hot: list[tuple[int, threading.Thread]] = []
         for thread in threading.enumerate():
             ident = thread.ident
             if ident is None or ident == self.me:
@@ -1007,6 +1009,11 @@ class _Watch:
             if before is None or cpu - before <= STILL_CPU:
                 continue
             self.moved[ident] = self.moved.get(ident, 0) + 1
+            hot.append((ident, thread))
+        if not hot:
+            return
+        frames = stacks({ident for ident, _ in hot})
+        for ident, _thread in hot:
             learner = next((f for f in frames.get(ident, [])
                             if _is_learner(f.f_code.co_filename)), None)
             if learner is not None:
@@ -1147,7 +1154,7 @@ class Watchdog:
             main = self._main
             with _watchers_lock:
                 waiting = main.ident in _watchers
-            stack = stacks().get(main.ident, [])
+            stack = stacks({main.ident}).get(main.ident, [])
             inside = any(_is_learner(f.f_code.co_filename) for f in stack)
             if not self.active or waiting or not inside:
                 watch = None
