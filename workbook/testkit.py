@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import ctypes
 import inspect
 import os
@@ -258,7 +259,7 @@ def parked(thread: threading.Thread, window: float = 0.05) -> bool:
 # understood counts as "could move": the bound then decides, as before.  Frames only explain.
 
 #: Seconds between two looks, and how long (and how many looks) the state must stand still.
-WINDOW = 0.025
+WINDOW = 0.05
 CONFIRM = 0.1
 CONFIRM_LOOKS = 3
 #: CPU seconds a parked thread may show between two looks (none, in practice).
@@ -412,6 +413,21 @@ def _stack(frame) -> list:
 
 
 _stacks_lock = threading.Lock()  # one walk at a time: the switch interval is process-wide
+#: Threads running under a trace or profile hook of the harness: only their innermost frame
+#: is read.  On 3.11, walking f_back into a thread stopped inside such a hook segfaults now
+#: and then (CPython gh-100536 and its kin); the look needs little more than that frame.
+hooked: set[int] = set()
+
+
+@contextlib.contextmanager
+def hooked_thread():
+    """Mark the calling thread as running under a trace/profile hook (see ``hooked``)."""
+    ident = threading.get_ident()
+    hooked.add(ident)
+    try:
+        yield
+    finally:
+        hooked.discard(ident)
 
 
 def stacks(only: "set[int] | None" = None) -> dict[int, list]:
@@ -426,7 +442,8 @@ def stacks(only: "set[int] | None" = None) -> dict[int, list]:
         try:
             frames = sys._current_frames()
             active = set(threading._active)  # noqa: SLF001 - read after the frames, no switch
-            return {ident: _stack(frame) for ident, frame in frames.items()
+            return {ident: [frame] if ident in hooked else _stack(frame)
+                    for ident, frame in frames.items()
                     if ident in active and (only is None or ident in only)}
         finally:
             sys.setswitchinterval(interval)

@@ -7,7 +7,8 @@ import sys
 import threading
 from typing import Any, Callable
 
-from workbook.testkit import BOUND, join, kernel_state, parked, start_daemon, wait_until
+from workbook.testkit import (BOUND, hooked_thread, join, kernel_state, parked, start_daemon,
+                              wait_until)
 
 
 class LoopWrapper:
@@ -127,11 +128,12 @@ def run_interleaved(fn: Callable[[], Any], partner: PutPartner, skip: tuple[str,
         return local
 
     previous = sys.gettrace()
-    sys.settrace(global_)
-    try:
-        return fn()
-    finally:
-        sys.settrace(previous)
+    with hooked_thread():
+        sys.settrace(global_)
+        try:
+            return fn()
+        finally:
+            sys.settrace(previous)
 
 
 # -- what a stuck diagnosis adds for P01 -----------------------------------------------------

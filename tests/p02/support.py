@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbook.testkit import (BOUND, PARKED_CPU, DaemonThread, Failure, cpu_used, fail,
-                              finished, interrupt_thread, join, start_daemon, wait_event,
-                              wait_until, watch)
+                              finished, hooked_thread, interrupt_thread, join, start_daemon,
+                              wait_event, wait_until, watch)
 
 #: How long a loop may take to return after a cancel before we call it "never woke".
 #: Nothing else is pending in those tests, so a loop that has not woken by then never will;
@@ -381,11 +381,12 @@ class PressWatch:
         self._seen = now
 
     def _press(self) -> None:
-        sys.setprofile(self._hook)
-        try:
-            self.control.request_stop()
-        finally:
-            sys.setprofile(None)
+        with hooked_thread():
+            sys.setprofile(self._hook)
+            try:
+                self.control.request_stop()
+            finally:
+                sys.setprofile(None)
 
     def start(self) -> DaemonThread:
         return start_daemon(self._press, name="p02-press")

@@ -25,9 +25,9 @@ import threading
 import time
 from typing import Any, Callable
 
-from workbook.testkit import (BOUND, PARKED_CPU, DaemonThread, fail, interrupt_thread,
-                              kernel_state, stacks, start_daemon, thread_cpu_seconds,
-                              wait_until)
+from workbook.testkit import (BOUND, PARKED_CPU, DaemonThread, fail, hooked_thread,
+                              interrupt_thread, kernel_state, stacks, start_daemon,
+                              thread_cpu_seconds, wait_until)
 
 #: One observation window, in seconds.
 WINDOW = 0.05
@@ -326,11 +326,12 @@ class Probe:
         self._action = None
 
     def run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        sys.setprofile(self._profile)
-        try:
-            return fn(*args)
-        finally:
-            sys.setprofile(None)
+        with hooked_thread():
+            sys.setprofile(self._profile)
+            try:
+                return fn(*args)
+            finally:
+                sys.setprofile(None)
 
 
 def start_probed(probe: Probe, fn: Callable[..., Any], *args: Any,

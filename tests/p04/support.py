@@ -11,7 +11,7 @@ import time
 from typing import Any, Callable
 
 from workbook.testkit import (BOUND, DaemonThread, asleep_in_selector, fail, finished,
-                              interrupt_thread, start_daemon, wait_event)
+                              hooked_thread, interrupt_thread, start_daemon, wait_event)
 
 LOCK_TYPE = type(threading.Lock())
 
@@ -271,11 +271,12 @@ def traced_call(loop, fn: Callable[[], Any], on_unlocked_line: Callable[[int], N
             return local
         return None
 
-    sys.settrace(tracer)
-    try:
-        return fn()
-    finally:
-        sys.settrace(None)
+    with hooked_thread():
+        sys.settrace(tracer)
+        try:
+            return fn()
+        finally:
+            sys.settrace(None)
 
 
 def resumption_frames() -> tuple[int, int]:
