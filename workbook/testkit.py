@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import ctypes
 import inspect
 import os
@@ -142,13 +141,19 @@ def interrupt_thread(thread: threading.Thread, exc_type: type[BaseException] = H
     for _ in range(4):  # a spinning thread is seen running Python at once, or nearly
         if thread.ident is None or not thread.is_alive():
             return
-        call = _syscall(thread.native_id) if thread.native_id is not None else None
-        if call is None or call[1] is not False or kernel_state(thread) != "S":
+        if not _asleep_untimed(thread):
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
                                                        ctypes.py_object(exc_type))
             _interrupted[thread.ident] = thread
             return
         time.sleep(0.005)
+
+
+def _asleep_untimed(thread: threading.Thread) -> bool:
+    """Asleep in the kernel in a call with no timeout: it runs no Python code until someone
+    else wakes it."""
+    call = _syscall(thread.native_id) if thread.native_id is not None else None
+    return call is not None and call[1] is False and kernel_state(thread) == "S"
 
 
 #: Threads given an exception by ``interrupt_thread``, by ident.
@@ -168,8 +173,7 @@ def release_interrupts() -> None:
         if not thread.is_alive():
             del _interrupted[ident]
             continue
-        call = _syscall(thread.native_id) if thread.native_id is not None else None
-        if call is not None and call[1] is False and kernel_state(thread) == "S":
+        if _asleep_untimed(thread):
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), None)
             del _interrupted[ident]
             stale = True
@@ -419,14 +423,19 @@ _stacks_lock = threading.Lock()  # one walk at a time: the switch interval is pr
 hooked: set[int] = set()
 
 
-@contextlib.contextmanager
-def hooked_thread():
-    """Mark the calling thread as running under a trace/profile hook (see ``hooked``)."""
+def run_hooked(fn: Callable[..., Any], *args: Any, trace: Any = None,
+               profile: Any = None) -> Any:
+    """``fn(*args)`` with a ``sys.settrace`` or ``sys.setprofile`` hook installed in the calling
+    thread (the one it had is put back after), the thread marked as hooked for the walk."""
     ident = threading.get_ident()
+    install, previous = ((sys.settrace, sys.gettrace()) if trace is not None
+                         else (sys.setprofile, sys.getprofile()))
     hooked.add(ident)
+    install(trace if trace is not None else profile)
     try:
-        yield
+        return fn(*args)
     finally:
+        install(previous)
         hooked.discard(ident)
 
 

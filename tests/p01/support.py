@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import collections
 import queue
-import sys
 import threading
 from typing import Any, Callable
 
-from workbook.testkit import (BOUND, hooked_thread, join, kernel_state, parked, start_daemon,
+from workbook.testkit import (BOUND, join, kernel_state, parked, run_hooked, start_daemon,
                               wait_until)
 
 
@@ -127,13 +126,7 @@ def run_interleaved(fn: Callable[[], Any], partner: PutPartner, skip: tuple[str,
         partner.step()  # before the first line of each call, too
         return local
 
-    previous = sys.gettrace()
-    with hooked_thread():
-        sys.settrace(global_)
-        try:
-            return fn()
-        finally:
-            sys.settrace(previous)
+    return run_hooked(fn, trace=global_)
 
 
 # -- what a stuck diagnosis adds for P01 -----------------------------------------------------

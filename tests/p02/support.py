@@ -22,7 +22,6 @@ import os
 import selectors
 import socket
 import struct
-import sys
 import termios
 import threading
 import time
@@ -30,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbook.testkit import (BOUND, PARKED_CPU, DaemonThread, Failure, cpu_used, fail,
-                              finished, hooked_thread, interrupt_thread, join, start_daemon,
+                              finished, interrupt_thread, join, run_hooked, start_daemon,
                               wait_event, wait_until, watch)
 
 #: How long a loop may take to return after a cancel before we call it "never woke".
@@ -381,12 +380,7 @@ class PressWatch:
         self._seen = now
 
     def _press(self) -> None:
-        with hooked_thread():
-            sys.setprofile(self._hook)
-            try:
-                self.control.request_stop()
-            finally:
-                sys.setprofile(None)
+        run_hooked(self.control.request_stop, profile=self._hook)
 
     def start(self) -> DaemonThread:
         return start_daemon(self._press, name="p02-press")

@@ -20,13 +20,12 @@ forced this way through the public API, without knowing the queue's internals.
 from __future__ import annotations
 
 import signal
-import sys
 import threading
 import time
 from typing import Any, Callable
 
-from workbook.testkit import (BOUND, PARKED_CPU, DaemonThread, fail, hooked_thread,
-                              interrupt_thread, kernel_state, stacks, start_daemon,
+from workbook.testkit import (BOUND, PARKED_CPU, DaemonThread, fail, interrupt_thread,
+                              kernel_state, run_hooked, stacks, start_daemon,
                               thread_cpu_seconds, wait_until)
 
 #: One observation window, in seconds.
@@ -326,12 +325,7 @@ class Probe:
         self._action = None
 
     def run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        with hooked_thread():
-            sys.setprofile(self._profile)
-            try:
-                return fn(*args)
-            finally:
-                sys.setprofile(None)
+        return run_hooked(fn, *args, profile=self._profile)
 
 
 def start_probed(probe: Probe, fn: Callable[..., Any], *args: Any,

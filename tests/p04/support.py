@@ -11,7 +11,7 @@ import time
 from typing import Any, Callable
 
 from workbook.testkit import (BOUND, DaemonThread, asleep_in_selector, fail, finished,
-                              hooked_thread, interrupt_thread, start_daemon, wait_event)
+                              interrupt_thread, run_hooked, start_daemon, wait_event)
 
 LOCK_TYPE = type(threading.Lock())
 
@@ -271,12 +271,7 @@ def traced_call(loop, fn: Callable[[], Any], on_unlocked_line: Callable[[int], N
             return local
         return None
 
-    with hooked_thread():
-        sys.settrace(tracer)
-        try:
-            return fn()
-        finally:
-            sys.settrace(None)
+    return run_hooked(fn, trace=tracer)
 
 
 def resumption_frames() -> tuple[int, int]:
