@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import ctypes
+import gc
 import inspect
 import os
 import signal
@@ -190,7 +191,7 @@ def release_interrupts() -> None:
 def asleep_in_selector(thread: threading.Thread) -> bool:
     """True while ``thread``'s innermost Python frame is a ``selectors`` ``select()``: it is
     blocked in the kernel waiting for readiness (the state an event loop sleeps in)."""
-    frame = sys._current_frames().get(thread.ident) if thread.ident is not None else None
+    frame = current_frames().get(thread.ident) if thread.ident is not None else None
     return (frame is not None and frame.f_code.co_name == "select"
             and frame.f_code.co_filename.endswith("selectors.py"))
 
@@ -439,21 +440,44 @@ def run_hooked(fn: Callable[..., Any], *args: Any, trace: Any = None,
         hooked.discard(ident)
 
 
+class _NoCollection:
+    """The garbage collector held off for a block.  On 3.11 an allocation may start a
+    collection, and a collection may run finalizers that let go of the GIL (a socket's
+    ``close()`` does) or take the runtime's thread-list lock.  Inside ``sys._current_frames``
+    (which holds that lock) this deadlocks (CPython gh-106883, never fixed in 3.11); inside a
+    frame walk it lets the thread being walked move on and free the frames still to be read
+    (a segfault).  Both were seen here, in runs where threads and sockets end by the dozen."""
+
+    def __enter__(self) -> None:
+        self._was = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._was:
+            gc.enable()
+
+
+def current_frames() -> dict[int, Any]:
+    """``sys._current_frames()`` with no collection inside it (see ``_NoCollection``)."""
+    with _stacks_lock, _NoCollection():  # the lock: no other block turns collection back on
+        return sys._current_frames()
+
+
 def stacks(only: "set[int] | None" = None) -> dict[int, list]:
     """Every live thread's frames, innermost first, walked in one go while no other thread
-    can run Python code (the switch interval is raised for the walk).  A thread that has
-    left ``threading``'s table of active threads is tearing itself down: walking ``f_back``
-    of its frames crashed 3.11 now and then (a segfault inside this walk, seen in p02 runs
-    under load, where threads end by the dozen), so it is left out."""
+    can run Python code: the switch interval is raised and nothing in the walk lets go of
+    the GIL (no collection, see ``_NoCollection``).  A thread that has left ``threading``'s
+    table of active threads is tearing itself down and is left out."""
     with _stacks_lock:
         interval = sys.getswitchinterval()
         sys.setswitchinterval(1.0)
         try:
-            frames = sys._current_frames()
-            active = set(threading._active)  # noqa: SLF001 - read after the frames, no switch
-            return {ident: [frame] if ident in hooked else _stack(frame)
-                    for ident, frame in frames.items()
-                    if ident in active and (only is None or ident in only)}
+            with _NoCollection():
+                frames = sys._current_frames()
+                active = set(threading._active)  # noqa: SLF001 - read with the frames
+                return {ident: [frame] if ident in hooked else _stack(frame)
+                        for ident, frame in frames.items()
+                        if ident in active and (only is None or ident in only)}
         finally:
             sys.setswitchinterval(interval)
 
@@ -1196,7 +1220,7 @@ class Watchdog:
                 verdicts.append(verdict)
                 guard.fire(verdict)
                 continue
-            frame = sys._current_frames().get(main.ident)
+            frame = current_frames().get(main.ident)
             if frame is None:
                 continue
             verdicts.append(value)
