@@ -267,6 +267,9 @@ def parked(thread: threading.Thread, window: float = 0.05) -> bool:
 WINDOW = 0.05
 CONFIRM = 0.1
 CONFIRM_LOOKS = 3
+#: Seconds a lock must stay held, by the same learner frame, while parked threads wait to
+#: acquire it and nothing else moves, before the check is called stuck (see ``_hogging``).
+HOLD_CONFIRM = 1.0
 #: CPU seconds a parked thread may show between two looks (none, in practice).
 STILL_CPU = 1e-4
 
@@ -919,6 +922,52 @@ def _take_snapshot(me: int, deadline: float) -> tuple[Snapshot, str]:
     return Snapshot(looks, time.monotonic()), why
 
 
+def _lock_waited(look: ThreadLook):
+    """The lock a parked learner line waits to acquire (``with lock:`` or ``lock.acquire()``
+    on that line), or None: a Condition.wait, an Event or a join is not a lock wait."""
+    obj, _text = _waited_object(look.frames)
+    if obj is _MISSING or isinstance(obj, (threading.Event, threading.Semaphore,
+                                           threading.Barrier, threading.Thread)):
+        return None
+    inner = look.learner
+    if inner is None or not any(first == inner.f_lineno for first, *_ in
+                                _with_blocks(inner.f_code.co_filename)) and \
+            ".acquire(" not in _source_line(inner.f_code.co_filename, inner.f_lineno):
+        return None
+    return _lock_of(obj)
+
+
+def _hogging(snap: Snapshot) -> tuple[tuple, Snapshot, str] | None:
+    """When every thread that could still move is a learner thread inside a ``with`` block of
+    a lock that parked threads wait to acquire: (what identifies that state, its threads, a
+    header line).  Held on, this is a lock nobody else can get: its holder sleeps or spins on
+    a state only the threads it shuts out could change."""
+    busy = [look for look in snap.looks if look.state in ("moving", "timed")]
+    held = {look.thread.ident: _held(look.frames, with_only=True) for look in busy}
+    if not busy or not all(held.values()):
+        return None
+    waiting: dict[int, list[ThreadLook]] = {}
+    for look in snap.looks:
+        lock = _lock_waited(look) if look.state == "parked" else None
+        if lock is not None:
+            waiting.setdefault(id(lock), []).append(look)
+    key, involved, header = [], list(busy), []
+    for look in busy:
+        mine = [(lock, text, frame, first) for lock, text, frame, first
+                in held[look.thread.ident] if id(lock) in waiting]
+        if not mine:
+            return None
+        lock, text, frame, first = mine[0]
+        waiters = waiting[id(lock)]
+        involved += [w for w in waiters if w not in involved]
+        key.append((look.thread.ident, frame, first, lock,
+                    tuple(sorted((w.thread.ident, w.cpu or 0.0) for w in waiters))))
+        header.append(f"thread '{look.thread.name}' keeps `{text}` (taken at line {first} in "
+                      f"{_qualname(frame)}()) and never lets go, while {len(waiters)} "
+                      f"thread(s) wait for it")
+    return tuple(key), Snapshot(involved, snap.at), "; ".join(header)
+
+
 def _deadlocked(snap: Snapshot, *, with_only: bool = True) -> Snapshot | None:
     """The threads caught in a lock cycle (each waits for a Lock that a thread of the cycle
     holds in a ``with`` block, a thread waiting for itself included), if any: no timer, fd
@@ -929,16 +978,9 @@ def _deadlocked(snap: Snapshot, *, with_only: bool = True) -> Snapshot | None:
     held = {look.thread.ident: _held(look.frames, with_only=with_only) for look in parked}
     waits: dict[int, list[int]] = {}
     for look in parked:
-        obj, _text = _waited_object(look.frames)
-        if obj is _MISSING or isinstance(obj, (threading.Event, threading.Semaphore,
-                                               threading.Barrier, threading.Thread)):
+        lock = _lock_waited(look)
+        if lock is None:
             continue
-        inner = look.learner
-        if inner is None or not any(first == inner.f_lineno for first, *_ in
-                                    _with_blocks(inner.f_code.co_filename)) and \
-                ".acquire(" not in _source_line(inner.f_code.co_filename, inner.f_lineno):
-            continue  # a Condition.wait is not a lock wait
-        lock = _lock_of(obj)
         reentrant = "RLock" in type(lock).__name__
         holders = [ident for ident, locks in held.items()
                    if any(h is lock for h, *_ in locks)
@@ -988,12 +1030,22 @@ class _Watch:
         self.names: dict[int, str] = {}
         self.looks_at: dict[int, int] = {}  # looks at each thread
         self.moved: dict[int, int] = {}  # looks at which its CPU clock had moved
+        self.hog: tuple | None = None  # the _hogging state seen at every look since hog_at
+        self.hog_at = 0.0
 
     def step(self) -> tuple[str, Any] | None:
         """One look.  ("stuck", Verdict) or ("guard", (_Guard, Verdict)) once confirmed."""
         self._sample_cpu()
         snap, why = _take_snapshot(self.me, self.deadline)
         dead = _deadlocked(snap)
+        hog = _hogging(snap) if why.startswith("thread '") else None
+        if hog is None or hog[0] != self.hog:
+            self.hog, self.hog_at = (hog[0] if hog else None), snap.at
+        elif snap.at - self.hog_at >= HOLD_CONFIRM and not _children_alive():
+            # Not one of the threads shut out ran for a whole second while the same frames
+            # kept the lock: a correct holder lets go within microseconds, even on a busy box.
+            self.hog = None
+            return "stuck", diagnose(hog[1], self.what, header=hog[2])
         if why:
             snap = dead
             if snap is None:
@@ -1094,7 +1146,7 @@ def _real(shown: str) -> str:
     return os.path.abspath(shown)
 
 
-def diagnose(snap: Snapshot, what: str) -> Verdict:
+def diagnose(snap: Snapshot, what: str, *, header: str = "") -> Verdict:
     """The panel text of a stuck check: per learner thread where it is blocked, on what,
     who holds it, and where it entered learner code."""
     looks = snap.learner_threads()
@@ -1102,7 +1154,8 @@ def diagnose(snap: Snapshot, what: str) -> Verdict:
     # Locks taken by a bare acquire() count for naming the root cause, not for certainty.
     dead = _deadlocked(snap, with_only=False)
     held = {id(look.thread): _held(look.frames) for look in looks}
-    lines = [f"{what}: stuck -- every thread is blocked and nothing can wake one:"]
+    lines = [f"{what}: stuck -- " + (f"{header}:" if header else
+                                     "every thread is blocked and nothing can wake one:")]
     sites = []
     for look in looks:
         lines += _describe(look, looks, held)
@@ -1133,7 +1186,8 @@ def _describe(look: ThreadLook, looks: list[ThreadLook], held: dict) -> list[str
     if inner is None:
         return []
     src = _code_only(inner.f_code.co_filename, inner.f_lineno)
-    out = [f"  thread '{name}' is blocked in {_qualname(inner)}() at {_site(inner)}: `{src}`"]
+    verb = "is in" if look.state in ("moving", "timed") else "is blocked in"
+    out = [f"  thread '{name}' {verb} {_qualname(inner)}() at {_site(inner)}: `{src}`"]
     if look.state == "asleep":
         out.append("    asleep in select(): no timer is due and no fd is ready"
                    + (f"; {look.detail}" if look.detail else ""))

@@ -92,6 +92,30 @@ def test_a_missing_notify_names_the_parked_thread_and_the_condition_it_waits_on(
     assert "waits for a notify on `" in messages, messages
 
 
+def test_a_thread_that_sleeps_holding_the_lock_others_wait_for_is_named_with_its_lines(tmp_path):
+    """The many-producers test of spin_holding_lock (its other tests fail sooner, on their
+    own evidence): one thread sleeps inside `with self._lock`, six wait for the lock."""
+    import os
+    import subprocess
+    import sys
+    from workbook import run
+    problem = manifest.get("p03")
+    path = problem.pitfall_file("spin_holding_lock")
+    command = run.pytest_command(problem, path, tmp_path / "report.jsonl")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    out = subprocess.run([*command, "-k", "many_producers", "--tb=short"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120).stdout
+    found = re.search(r"thread '([^']+)' keeps `self\._lock` \(taken at line (\d+) in "
+                      r"BoundedBlockingQueue\.(put|take)\(\)\) and never lets go, while "
+                      r"6 thread\(s\) wait for it", out)
+    assert found, out
+    holder, line = found.group(1), int(found.group(2))
+    assert line == line_of(str(path), "with self._lock:",
+                           after=line_of(str(path), f"    def {found.group(3)}("))
+    assert out.count(f"which thread '{holder}' took at line {line}") == 6, out
+    assert "time.sleep(0.001)" in out, out
+
+
 def test_a_cross_thread_call_that_never_wakes_the_loop_reads_as_a_sleeping_loop():
     problem = manifest.get("p01")
     result = checked("p01", str(problem.pitfall_file("asyncio_queue")))

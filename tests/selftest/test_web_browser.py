@@ -263,7 +263,8 @@ def test_a_check_that_kills_its_own_process_loses_neither_file_nor_progress(page
                "        os._exit(3)\n")
     server.learner("p01").write_text(hostile, "utf-8")
     # Progress of its own to lose: the module's tests may run in other workers, or after it.
-    assert server.request("/p01/hint/1", method="POST")[0] == 200
+    hint = server.request("/p01/hint/1", method="POST", headers=web_fixtures.origin(server))
+    assert hint[0] == 200, hint
     before = json.loads(server.progress.read_text())["problems"]["p01"]
     page.goto(server.base + "/p01")
     page.wait_for_function("document.body.dataset.stream === 'open'")

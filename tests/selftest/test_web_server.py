@@ -7,6 +7,7 @@ import json
 import pytest
 
 from tests.selftest import web_fixtures
+from tests.selftest.web_fixtures import origin
 from tests.selftest.conftest import cli
 
 
@@ -15,10 +16,6 @@ def server(tmp_path_factory):
     s = web_fixtures.start(tmp_path_factory.mktemp("web-server"))
     yield s
     web_fixtures.stop_proc(s.proc)
-
-
-def origin(server) -> dict:
-    return {"Origin": server.base, "Content-Type": "application/json"}
 
 
 def test_it_listens_on_loopback_only_and_prints_a_tokened_url(server):

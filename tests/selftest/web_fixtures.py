@@ -102,3 +102,8 @@ def stop_proc(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, 9)
             proc.wait()
+
+
+def origin(server: Server) -> dict:
+    """The headers of a same-origin POST, as the page's own script sends it."""
+    return {"Origin": server.base, "Content-Type": "application/json"}
