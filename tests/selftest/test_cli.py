@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from tests.selftest.conftest import cli
-from workbook import ROOT, manifest, progress
+from workbook import ROOT, manifest, progress, variants
 
 P01 = manifest.get("p01")
 CHECKPOINT_KEYS = {"id", "title", "kind", "status", "seconds", "message", "pitfall"}
@@ -59,10 +59,13 @@ def test_repeat_reports_runs_and_failed_runs():
     out = cli("p01", "--solution", "--repeat", "2", "--json")
     doc = json.loads(out.stdout)
     assert out.returncode == 0 and doc["runs"] == 2 and doc["failed_runs"] == 0
+    assert doc["stuck_verdicts"] == 0 and [r["failed"] for r in doc["each_run"]] == [[], []]
     out = cli("p01", "--pitfall", "single_drain", "--repeat", "2", "--json")
     doc = json.loads(out.stdout)
     assert out.returncode == 1 and doc["runs"] == 2 and doc["failed_runs"] == 2
     assert doc["pitfall_runs"]["single_drain"] == 2
+    declared = variants.get(manifest.get("p01"), "pitfall", "single_drain").fails
+    assert [sorted(r["failed"]) for r in doc["each_run"]] == [sorted(declared)] * 2
 
 
 def test_a_syntax_error_shows_file_line_and_a_caret_under_the_column(tmp_path):
