@@ -184,6 +184,11 @@ def _classify(excinfo, when: str) -> dict:
     out = _classify_plain(excinfo, when)
     verdict = getattr(excinfo.value, "verdict", None) or (
         testkit.verdicts[-1] if testkit.verdicts else None)
+    if verdict is not None and not verdict.sites:
+        # Nested bounded waits: once the inner one has stopped the learner threads it judged
+        # stuck, the outer one may find its threads waiting on each other in the harness
+        # alone.  The root cause is the earlier verdict that names learner lines.
+        verdict = next((v for v in testkit.verdicts if v.sites), verdict)
     if verdict is not None and out["outcome"] == "failed":
         if verdict.text not in out["message"]:
             out["message"] += "\n" + verdict.text

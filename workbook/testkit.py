@@ -421,26 +421,19 @@ def _stack(frame) -> list:
 
 
 _stacks_lock = threading.Lock()  # one walk at a time: the switch interval is process-wide
-#: Threads running under a trace or profile hook of the harness: only their innermost frame
-#: is read.  On 3.11, walking f_back into a thread stopped inside such a hook segfaults now
-#: and then (CPython gh-100536 and its kin); the look needs little more than that frame.
-hooked: set[int] = set()
 
 
 def run_hooked(fn: Callable[..., Any], *args: Any, trace: Any = None,
                profile: Any = None) -> Any:
     """``fn(*args)`` with a ``sys.settrace`` or ``sys.setprofile`` hook installed in the calling
-    thread (the one it had is put back after), the thread marked as hooked for the walk."""
-    ident = threading.get_ident()
+    thread; the hook it had is put back after."""
     install, previous = ((sys.settrace, sys.gettrace()) if trace is not None
                          else (sys.setprofile, sys.getprofile()))
-    hooked.add(ident)
     install(trace if trace is not None else profile)
     try:
         return fn(*args)
     finally:
         install(previous)
-        hooked.discard(ident)
 
 
 class _NoCollection:
@@ -478,8 +471,7 @@ def stacks(only: "set[int] | None" = None) -> dict[int, list]:
             with _NoCollection():
                 frames = sys._current_frames()
                 active = set(threading._active)  # noqa: SLF001 - read with the frames
-                return {ident: [frame] if ident in hooked else _stack(frame)
-                        for ident, frame in frames.items()
+                return {ident: _stack(frame) for ident, frame in frames.items()
                         if ident in active and (only is None or ident in only)}
         finally:
             sys.setswitchinterval(interval)
