@@ -145,14 +145,15 @@ def _grade_into(args, problems, fmt: str, out: Path, state: Path) -> int:
     if not submissions:
         raise run.UsageError(f"no submissions found in {args.submissions}")
     iso = runner.detect([p.solution_file for p in manifest.problems().values()])
-    if iso.mode == "none":
-        errors.print(f"[yellow]warning:[/yellow] {iso.description}")
+    if iso == "none":
+        errors.print("[yellow]warning:[/yellow] not root: learner code runs as you (resource "
+                     "limits only; it could read solutions/ by path)")
     limits = {p.id: runner.Limits.for_wall(args.time_limit or p.time_limit) for p in problems}
     harness = {p.id: runner.Harness.snapshot(p) for p in problems}
     runner.remove_stale_stages()
-    with _only_writer(state), runner.UidClaim(args.jobs if iso.drops_privileges else 0) as claim:
+    with _only_writer(state), runner.UidClaim(0 if iso == "none" else args.jobs) as claim:
         book = Gradebook(state, problems, {
-            "submissions_dir": str(args.submissions.resolve()), "isolation": iso.mode,
+            "submissions_dir": str(args.submissions.resolve()), "isolation": iso,
             "harness": {pid: h.fingerprint for pid, h in harness.items()},
             "sandbox_uids": claim.uids}, fresh=args.fresh)
         book.keep_only({s.name for s in submissions})  # rows of vanished submissions go
@@ -319,7 +320,7 @@ def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def summary_view(book: Gradebook, plan: Plan, elapsed: float, iso: runner.Isolation,
+def summary_view(book: Gradebook, plan: Plan, elapsed: float, iso: str,
                  out: Path) -> Table:
     """Per problem, over finished pairs only: submitted, passed, errors, pending, mean."""
     table = Table(title="Grading summary", title_justify="left")
@@ -339,7 +340,7 @@ def summary_view(book: Gradebook, plan: Plan, elapsed: float, iso: runner.Isolat
     rate = plan.done / elapsed * 60 if elapsed > 0 and plan.done else 0.0
     table.caption = (f"{len(rows)} submissions · {plan.done} of {len(plan.todo)} runs finished "
                      f"in {elapsed:.0f} s ({rate:.1f} runs/min) · {plan.skipped} already "
-                     f"graded, skipped · isolation: {iso.mode} · {out}")
+                     f"graded, skipped · isolation: {iso} · {out}")
     table.caption_justify = "left"
     return table
 

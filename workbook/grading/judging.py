@@ -34,7 +34,7 @@ def pytest_args(problem: manifest.Problem, stage: runner.Stage,
 
 
 def trusted_collection(problem: manifest.Problem, harness: runner.Harness,
-                       iso: runner.Isolation, uid: int | None) -> list[tuple[str, str]]:
+                       iso: str, uid: int | None) -> list[tuple[str, str]]:
     """The acceptance set's tests in run order, as (node id, checkpoint), collected with no
     learner code at all: the yardstick every graded run is compared with."""
     placeholder = b'"""No learner code: the grader collects the tests."""\n'
@@ -130,7 +130,7 @@ def judge(problem: manifest.Problem, outcome: runner.Outcome,
 
 
 def grade_pair(problem: manifest.Problem, sub: Submission, trusted: list[tuple[str, str]],
-               harness: runner.Harness, limits: runner.Limits, iso: runner.Isolation,
+               harness: runner.Harness, limits: runner.Limits, iso: str,
                uid: int | None) -> Entry:
     """Stage, run and judge one submission's file for ``problem``.  Raises only for the
     grader's own failures (``runner.run`` never raises for what learner code does)."""

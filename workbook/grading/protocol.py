@@ -141,7 +141,7 @@ def encode(key: bytes, seq: int, record: Record) -> bytes:
 def decode(key: bytes, line: bytes) -> tuple[int, Record] | None:
     """``(seq, record)`` for a correctly signed line; None for anything else."""
     try:
-        mac, seq_text, body = line.decode("ascii").split(" ", 2)
+        mac, seq_text, body = line.decode("ascii").strip().split(" ", 2)
         seq = int(seq_text)
     except (UnicodeDecodeError, ValueError):
         return None
