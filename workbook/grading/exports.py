@@ -50,12 +50,11 @@ def csv_text(book: Gradebook, *, messages: bool = False) -> str:
                               max_total, round(100 * row.total / max_total, 1) if max_total else 0]
         for p in book.problems:
             entry = _entry(row, p)
-            by_id = {cp.id: cp for cp in entry.checkpoints}
-            line += [entry.score, entry.status]
-            line += [entry.points.get(cp.id, 0) for cp in p.checkpoints]
+            failed = {cp.id: cp.message or "" for cp in entry.checkpoints if cp.status != "passed"}
+            line += [entry.score, entry.status,
+                     *(entry.points.get(cp.id, 0) for cp in p.checkpoints)]
             if messages:
-                line += [(by_id[cp.id].message or "") if cp.id in by_id and
-                         by_id[cp.id].status != "passed" else "" for cp in p.checkpoints]
+                line += [failed.get(cp.id, "") for cp in p.checkpoints]
         writer.writerow([_cell(v) for v in line])
     return out.getvalue()
 
@@ -131,8 +130,8 @@ def insight(book: Gradebook) -> dict:
 # -- similarity -----------------------------------------------------------------------------
 
 class _Canonical(ast.NodeTransformer):
-    """Docstrings dropped and every identifier renamed in order of first use: two files that
-    differ only in names, comments, layout or docstrings come out the same."""
+    """Docstrings and annotations dropped and every identifier renamed in order of first use:
+    two files that differ only in names, comments, layout or docstrings come out the same."""
 
     def __init__(self) -> None:
         self.names: dict[str, str] = {}
@@ -140,33 +139,22 @@ class _Canonical(ast.NodeTransformer):
     def _name(self, name: str) -> str:
         return self.names.setdefault(name, f"n{len(self.names)}")
 
-    def visit_Name(self, node: ast.Name) -> ast.AST:
-        node.id = self._name(node.id)
-        return node
-
-    def visit_arg(self, node: ast.arg) -> ast.AST:
-        node.arg = self._name(node.arg)
-        node.annotation = None
-        return node
-
-    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
-        self.generic_visit(node)
-        node.attr = self._name(node.attr)
-        return node
-
-    def _body(self, node):
-        body = node.body
-        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                and isinstance(body[0].value.value, str):
-            node.body = body[1:] or [ast.Pass()]
-        if hasattr(node, "name"):
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+        if isinstance(node, (ast.Module, *scopes)) and ast.get_docstring(node, False) is not None:
+            node.body = node.body[1:] or [ast.Pass()]
+        if isinstance(node, scopes):
             node.name = self._name(node.name)
-        self.generic_visit(node)
-        if hasattr(node, "returns"):
+        elif isinstance(node, ast.Name):
+            node.id = self._name(node.id)
+        elif isinstance(node, ast.arg):
+            node.arg, node.annotation = self._name(node.arg), None
+        super().generic_visit(node)
+        if isinstance(node, ast.Attribute):  # after its value: ``a.b`` numbers ``a`` first
+            node.attr = self._name(node.attr)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             node.returns = None
         return node
-
-    visit_Module = visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _body
 
 
 def normalised(source: bytes) -> str | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import signal
+from collections import Counter
 from pathlib import Path
 
 from workbook import manifest, run
@@ -51,13 +52,6 @@ def trusted_collection(problem: manifest.Problem, harness: runner.Harness,
     return items
 
 
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
 def _stop_reason(outcome: runner.Outcome, limits: runner.Limits, ended: bool) -> str | None:
     """Why the run stopped short, in the words both the entry and its checkpoints use."""
     if outcome.timed_out == "import":
@@ -67,7 +61,10 @@ def _stop_reason(outcome: runner.Outcome, limits: runner.Limits, ended: bool) ->
     if ended or outcome.timed_out == "exit":
         return None
     if outcome.signal:
-        return f"crashed ({_signal_name(outcome.signal)})"
+        try:
+            return f"crashed ({signal.Signals(outcome.signal).name})"
+        except ValueError:
+            return f"crashed (signal {outcome.signal})"
     return f"incomplete: the test process ended early (exit code {outcome.exit_code})"
 
 
@@ -79,17 +76,16 @@ def judge(problem: manifest.Problem, outcome: runner.Outcome,
     collected: dict[str, list[str]] = {}
     for nodeid, cp in trusted:
         collected.setdefault(cp, []).append(nodeid)
-    records = [{"event": "collected", "tests": collected},
-               *(protocol.to_dict(r) for r in verdict.accepted)]
-    result = run.result_from_records(problem, target, records, limit=limits.wall)
+    result = run.result_from_records(problem, target, [
+        {"event": "collected", "tests": collected}, *map(protocol.to_dict, verdict.accepted)],
+        limit=limits.wall)
+    reported = Counter(r.checkpoint for r in verdict.accepted if isinstance(r, protocol.TestDone))
 
     def clean(text: str | None) -> str | None:
         """Messages name the submitted file, not the temporary copy that ran."""
         return text and text.replace(str(target), display).replace(str(stage_dir), "…")
 
-    reasons, notes = [], []
-    if outcome.sandbox_error:
-        reasons.append(f"sandbox failure: {outcome.sandbox_error}")
+    reasons = []
     if result.import_error:
         text = clean(result.import_error)
         reasons.append(text if text.startswith("syntax error") else f"import error: {text}")
@@ -98,20 +94,19 @@ def judge(problem: manifest.Problem, outcome: runner.Outcome,
     if tampering:
         reasons.append(f"tampered: {tampering}")
     stopped = _stop_reason(outcome, limits, verdict.ended)
-    if outcome.timed_out == "exit" and verdict.ended:
-        notes.append(f"did not exit within {runner.EXIT_GRACE:g} s of its last test "
-                     "(a non-daemon thread?): stopped")
     if stopped and not (reasons and stopped.startswith("incomplete")):
         reasons.append(stopped)
-    reported = {cp: sum(1 for r in verdict.accepted if isinstance(r, protocol.TestDone)
-                        and r.checkpoint == cp) for cp in collected}
     for cp in result.checkpoints:
         cp.message = clean(cp.message)
-        if reported.get(cp.id, 0) < len(collected.get(cp.id, [])) and not result.import_error:
+        if reported[cp.id] < len(collected.get(cp.id, [])) and not result.import_error:
             cp.status = "incomplete"
             cp.message = f"not run to the end: {reasons[0] if reasons else 'not reported'}"
     if not reasons and any(cp.status == "incomplete" for cp in result.checkpoints):
         reasons.append("incomplete: some checkpoints were not reported")
+    notes = []
+    if outcome.timed_out == "exit" and verdict.ended:
+        notes.append(f"did not exit within {runner.EXIT_GRACE:g} s of its last test "
+                     "(a non-daemon thread?): stopped")
     if outcome.forged and verdict.violation:
         notes.append(f"{outcome.forged} forged report line(s) ignored")
     if outcome.output_bytes > runner.OUTPUT_TAIL:
@@ -141,8 +136,8 @@ def grade_pair(problem: manifest.Problem, sub: Submission, trusted: list[tuple[s
     with runner.Stage(harness, problem.module, source, uid,
                       helpers=sub.helpers(problem.id)) as stage:
         outcome = runner.run(stage, pytest_args(problem, stage), limits, iso=iso, uid=uid)
+        if outcome.sandbox_error:
+            raise GradeError(f"the sandbox failed: {outcome.sandbox_error}")
         entry = judge(problem, outcome, trusted, limits, display, stage.dir, stage.target)
-    if outcome.sandbox_error:
-        raise GradeError(f"the sandbox failed: {outcome.sandbox_error}")
     entry.file, entry.sha256 = display, hashlib.sha256(source).hexdigest()
     return entry

@@ -129,7 +129,8 @@ def staged_files(problems: list[manifest.Problem]) -> list[Path]:
     files += [package / "problems" / f"{p.id}.toml" for p in problems]
     files += list((ROOT / "tests").glob("*.py"))
     for p in problems:
-        files += [q for q in p.tests_dir.rglob("*") if q.is_file() and "__pycache__" not in q.parts]
+        files += [q for q in p.tests_dir.rglob("*")
+                  if q.is_file() and "__pycache__" not in q.parts]
     return sorted({q.relative_to(ROOT) for q in files})
 
 
