@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import signal
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -26,10 +27,17 @@ class GradeError(Exception):
     """The batch cannot go on (not a problem with one submission)."""
 
 
-def pytest_args(problem: manifest.Problem, stage: runner.Stage,
-                collect_only: bool = False) -> list[str]:
-    return ["-p", "workbook.grading.sandbox.reporter",
-            "-c", str(stage.dir / "pytest.ini"), "-s",
+#: pytest started inside the sandbox: the stage first on sys.path, the submission's folder
+#: last, nothing from the grader's.
+_LAUNCH = ("import sys; root = sys.argv.pop(1); sys.path.insert(0, root); "
+           "sys.path.append(root + '/submission'); import pytest; "
+           "raise SystemExit(pytest.main(sys.argv[1:]))")
+
+
+def pytest_command(problem: manifest.Problem, stage: runner.Stage,
+                   collect_only: bool = False) -> list[str]:
+    return [sys.executable, "-I", "-B", "-c", _LAUNCH, str(stage.dir),
+            "-p", "workbook.grading.sandbox.reporter", "-c", str(stage.dir / "pytest.ini"), "-s",
             *run.pytest_args(problem, stage.target, None, root=stage.dir),
             *(["--collect-only"] if collect_only else [])]
 
@@ -40,7 +48,7 @@ def trusted_collection(problem: manifest.Problem, harness: runner.Harness,
     learner code at all: the yardstick every graded run is compared with."""
     placeholder = b'"""No learner code: the grader collects the tests."""\n'
     with runner.Stage(harness, problem.module, placeholder, uid) as stage:
-        outcome = runner.run(stage, pytest_args(problem, stage, collect_only=True),
+        outcome = runner.run(stage, pytest_command(problem, stage, collect_only=True),
                              runner.Limits.for_wall(60), iso=iso, uid=uid)
     items = [(r.nodeid, r.checkpoint) for r in outcome.records if isinstance(r, protocol.Item)]
     if not items or outcome.forged or outcome.violation or outcome.sandbox_error:
@@ -135,7 +143,7 @@ def grade_pair(problem: manifest.Problem, sub: Submission, trusted: list[tuple[s
         else path.name
     with runner.Stage(harness, problem.module, source, uid,
                       helpers=sub.helpers(problem.id)) as stage:
-        outcome = runner.run(stage, pytest_args(problem, stage), limits, iso=iso, uid=uid)
+        outcome = runner.run(stage, pytest_command(problem, stage), limits, iso=iso, uid=uid)
         if outcome.sandbox_error:
             raise GradeError(f"the sandbox failed: {outcome.sandbox_error}")
         entry = judge(problem, outcome, trusted, limits, display, stage.dir, stage.target)

@@ -300,19 +300,14 @@ def _probe(mode: str, forbidden: list[Path], uid: int | None) -> str | None:
     argv = [sys.executable, "-I", "-S", "-c", _PROBE, json.dumps([str(p) for p in forbidden]),
             json.dumps(str(ROOT)), json.dumps(modules)]
     with Stage(Harness(()), "probe", b"", uid) as stage:
-        try:
-            out = subprocess.run(_sandboxed(mode, uid, stage, Limits.for_wall(30), argv),
-                                 capture_output=True, timeout=60, env=_base_env(stage.work),
-                                 start_new_session=True)
-        except subprocess.TimeoutExpired:
-            return "the probe did not finish"
-        finally:
-            sweep(uid)
-    if out.returncode != 0:
-        text = (out.stderr or out.stdout).decode("utf-8", "replace").strip()
-        return text.splitlines()[-1] if text else f"exit code {out.returncode}"
+        out = run(stage, argv, Limits.for_wall(30), iso=mode, uid=uid)
+    if out.timed_out:
+        return "the probe did not finish"
+    lines = out.output.strip().splitlines()
+    if out.exit_code != 0:
+        return lines[-1] if lines else f"exit code {out.exit_code}"
     try:
-        found = json.loads(out.stdout.decode().strip().splitlines()[-1])
+        found = json.loads(lines[-1])
     except (ValueError, IndexError):
         return "the probe printed nothing useful"
     if uid is not None and found["uid"] != uid:
@@ -327,17 +322,6 @@ def _probe(mode: str, forbidden: list[Path], uid: int | None) -> str | None:
 
 # -- running --------------------------------------------------------------------------------
 
-def _base_env(work: Path) -> dict[str, str]:
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(work), "TMPDIR": str(work),
-        "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "MALLOC_ARENA_MAX": "2", "COLUMNS": "120",
-    }
-    if "WORKBOOK_BOUND" in os.environ:  # the acceptance sets' own knob
-        env["WORKBOOK_BOUND"] = os.environ["WORKBOOK_BOUND"]
-    return env
-
-
 def _sandboxed(mode: str, uid: int | None, stage: Stage, limits: Limits,
                 argv: list[str]) -> list[str]:
     """The command that runs ``argv`` on ``stage`` inside the sandbox."""
@@ -351,26 +335,20 @@ def _sandboxed(mode: str, uid: int | None, stage: Stage, limits: Limits,
         "hide": _hide_list() if namespaces else [],
         "expose": sorted({os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix),
                           str(stage.dir)}) if namespaces else [],
-        "limits": {"cpu": [limits.cpu, limits.cpu + 5], "memory": limits.memory,
-                   "processes": nproc, "file_size": limits.file_size,
-                   "open_files": limits.open_files},
+        "limits": {"RLIMIT_CPU": [limits.cpu, limits.cpu + 5], "RLIMIT_AS": [limits.memory] * 2,
+                   "RLIMIT_NPROC": [nproc] * 2, "RLIMIT_FSIZE": [limits.file_size] * 2,
+                   "RLIMIT_NOFILE": [limits.open_files] * 2, "RLIMIT_CORE": [0, 0]},
         "argv": argv,
     }
     return [sys.executable, "-I", "-S", "-B", str(TRAMPOLINE), json.dumps(config)]
 
 
-#: pytest started inside the sandbox: the stage first on sys.path, nothing from the grader's.
-_LAUNCH = ("import sys; root = sys.argv.pop(1); sys.path.insert(0, root); "
-           "sys.path.append(root + '/submission'); import pytest; "
-           "raise SystemExit(pytest.main(sys.argv[1:]))")
-
 _LIVE: set[subprocess.Popen] = set()  # runs in progress, for kill_all()
 _LIVE_LOCK = threading.Lock()
 
 
-def run(stage: Stage, pytest_args: list[str], limits: Limits, *, iso: str,
-        uid: int | None) -> Outcome:
-    """Run pytest with ``pytest_args`` on ``stage`` inside the sandbox (``iso``: what
+def run(stage: Stage, argv: list[str], limits: Limits, *, iso: str, uid: int | None) -> Outcome:
+    """Run ``argv`` (pytest, or the probe) on ``stage`` inside the sandbox (``iso``: what
     ``detect`` found), as ``uid`` (claimed with ``UidClaim``; None when not root); never
     raises for anything the learner code does."""
     started = time.monotonic()
@@ -381,9 +359,14 @@ def run(stage: Stage, pytest_args: list[str], limits: Limits, *, iso: str,
     out_r, out_w = os.pipe()
     os.write(key_w, key)
     os.close(key_w)
-    argv = [sys.executable, "-I", "-B", "-c", _LAUNCH, str(stage.dir), *pytest_args]
-    env = {**_base_env(stage.work), "WORKBOOK_REPORT_FD": str(report_w),
-           "WORKBOOK_KEY_FD": str(key_r), "WORKBOOK_SANDBOX_RUN": token}
+    work = str(stage.work)
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": work, "TMPDIR": work,
+           "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "MALLOC_ARENA_MAX": "2", "COLUMNS": "120",
+           "WORKBOOK_REPORT_FD": str(report_w), "WORKBOOK_KEY_FD": str(key_r),
+           "WORKBOOK_SANDBOX_RUN": token}
+    if "WORKBOOK_BOUND" in os.environ:  # the acceptance sets' own knob
+        env["WORKBOOK_BOUND"] = os.environ["WORKBOOK_BOUND"]
     sweep(uid)  # a grader killed earlier may have left this uid busy
     reader = ReportReader(report_r, key)
     drain = OutputDrain(out_r)
