@@ -41,8 +41,7 @@ def default_jobs() -> int:
     """Runs at once by default: 4 per core the grader may use.  A run spends most of its
     wall time waiting (the acceptance sets sleep, time out and wait for wakeups on purpose),
     about 0.4 s of CPU in 3–6 s, so one run per core leaves the cores idle."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return min(4 * (cores or 1), runner.UID_POOL)
+    return min(4 * len(os.sched_getaffinity(0)), runner.UID_POOL)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -99,13 +98,10 @@ def _paths(args) -> tuple[str, Path, Path | None]:
 def select(ids: list[str] | None) -> list[manifest.Problem]:
     if not ids:
         return list(manifest.problems().values())
-    chosen = []
-    for pid in dict.fromkeys(ids):
-        try:
-            chosen.append(manifest.get(pid))
-        except KeyError as exc:
-            raise run.UsageError(exc.args[0]) from None
-    return chosen
+    try:
+        return [manifest.get(pid) for pid in dict.fromkeys(ids)]
+    except KeyError as exc:
+        raise run.UsageError(exc.args[0]) from None
 
 
 @dataclass

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import ast
 import csv
-import hashlib
 import io
+import itertools
 import json
 from collections import Counter
 from pathlib import Path
@@ -175,24 +175,18 @@ def similarity(submissions: list[Submission], problems: list[manifest.Problem], 
 
     report: dict = {}
     for p in problems:
-        texts: dict[str, str] = {}
+        by_text: dict[str, list[str]] = {}  # canonical text -> the submissions that have it
         for sub in submissions:
-            if p.id in sub.files:
-                text = normalised(sub.read(sub.files[p.id]))
-                if text is not None:
-                    texts[sub.name] = text
-        by_digest: dict[str, list[str]] = {}
-        for name, text in texts.items():
-            by_digest.setdefault(hashlib.sha256(text.encode()).hexdigest(), []).append(name)
-        groups = sorted((sorted(g) for g in by_digest.values() if len(g) > 1), key=len,
+            text = normalised(sub.read(sub.files[p.id])) if p.id in sub.files else None
+            if text is not None:
+                by_text.setdefault(text, []).append(sub.name)
+        groups = sorted((sorted(g) for g in by_text.values() if len(g) > 1), key=len,
                         reverse=True)
-        firsts = [g[0] for g in by_digest.values()]  # one representative per distinct text
-        pairs = []
-        for i, a in enumerate(firsts):
-            for b in firsts[i + 1:]:
-                percent = fuzz.ratio(texts[a], texts[b], score_cutoff=threshold)
-                if percent:
-                    pairs.append({"a": a, "b": b, "percent": round(percent, 1)})
+        pairs = []  # one representative per distinct text
+        for (text_a, (a, *_)), (text_b, (b, *_)) in itertools.combinations(by_text.items(), 2):
+            percent = fuzz.ratio(text_a, text_b, score_cutoff=threshold)
+            if percent:
+                pairs.append({"a": a, "b": b, "percent": round(percent, 1)})
         pairs.sort(key=lambda d: -d["percent"])
         report[p.id] = {"identical": groups, "similar": pairs, "threshold": threshold}
     return report

@@ -139,7 +139,7 @@ class Gradebook:
                  fresh: bool = False) -> None:
         self.path = path
         self.problems = problems
-        self._lock = threading.Lock()  # guards rows, meta and the file write
+        self._lock = threading.RLock()  # guards rows, meta and the file write
         old = {} if fresh else self._load(path)
         self.rows = {name: Row(name, {pid: Entry.from_json(e)
                                       for pid, e in row["problems"].items()})
@@ -157,7 +157,7 @@ class Gradebook:
         return doc if isinstance(doc, dict) and doc.get("format") == FORMAT else {}
 
     def finished(self, name: str, problem_id: str, fingerprint: str) -> bool:
-        entry = self.rows[name].problems.get(problem_id) if name in self.rows else None
+        entry = self.rows.get(name, Row(name)).problems.get(problem_id)
         return entry is not None and entry.status != "pending" and entry.fingerprint == fingerprint
 
     def record(self, name: str, problem_id: str, entry: Entry, fingerprint: str | None = None,
@@ -167,20 +167,16 @@ class Gradebook:
         with self._lock:
             self.rows.setdefault(name, Row(name)).problems[problem_id] = entry
             if save:
-                self._save()
+                self.save()
 
     def keep_only(self, names: set[str]) -> None:
-        with self._lock:
-            self.rows = {n: r for n, r in self.rows.items() if n in names}
+        self.rows = {n: r for n, r in self.rows.items() if n in names}
 
     def save(self) -> None:
         with self._lock:
-            self._save()
-
-    def _save(self) -> None:
-        self.meta["updated"] = now()
-        atomic_write(self.path, json.dumps(self.to_json(), indent=1,
-                                           ensure_ascii=False).encode("utf-8"))
+            self.meta["updated"] = now()
+            atomic_write(self.path, json.dumps(self.to_json(), indent=1,
+                                               ensure_ascii=False).encode("utf-8"))
 
     def to_json(self) -> dict:
         return {**self.meta, "rows": {
