@@ -110,6 +110,7 @@ class Plan:
     skipped: int = 0          # graded pairs already finished in the gradebook
     done: int = 0             # pairs finished by this run
     failed: list[str] = field(default_factory=list)  # pairs the grader itself failed on
+    seconds: float = 0.0      # how long grading them took
 
 
 def main(argv: list[str]) -> int:
@@ -150,9 +151,7 @@ def _grade(args, stack: contextlib.ExitStack) -> int:
             "sandbox_uids": claim.uids}, fresh=args.fresh)
         book.keep_only({s.name for s in submissions})  # rows of vanished submissions go
         plan = _plan(submissions, problems, book, limits, harness)
-        started = time.monotonic()
         interrupted = _run_plan(plan, book, limits, harness, iso, claim.uids, args)
-        elapsed = time.monotonic() - started
     exports.export(book, fmt, out, single=args.single, excel=args.excel,
                    messages=args.messages)
     extra = {"insight": exports.insight(book)}
@@ -166,7 +165,7 @@ def _grade(args, stack: contextlib.ExitStack) -> int:
     report = state.with_name(state.stem + "-report.json")
     atomic_write(report, json.dumps(extra, indent=1, ensure_ascii=False).encode())
     if not args.quiet or interrupted:
-        console.print(summary_view(book, plan, elapsed, iso, out if fmt != "json" else state))
+        console.print(summary_view(book, plan, iso, out if fmt != "json" else state))
         console.print(insight_view(extra["insight"]))
         if extra.get("similarity"):
             console.print(similarity_view(extra["similarity"]))
@@ -224,6 +223,7 @@ def _run_plan(plan: Plan, book: Gradebook, limits, harness, iso: str, uids: list
     """Grade every queued pair; True if interrupted (finished pairs are saved)."""
     if not plan.todo:
         return False
+    started = time.monotonic()
     stopping = threading.Event()
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # KeyboardInterrupt
     tty = console.is_terminal
@@ -284,6 +284,7 @@ def _run_plan(plan: Plan, book: Gradebook, limits, harness, iso: str, uids: list
         return True
     finally:
         signal.signal(signal.SIGTERM, previous)
+        plan.seconds = time.monotonic() - started
 
 
 def _table(title: str, *columns: str | Column, caption: str | None = None) -> Table:
@@ -294,14 +295,14 @@ def _table(title: str, *columns: str | Column, caption: str | None = None) -> Ta
 _right = functools.partial(Column, justify="right")
 
 
-def summary_view(book: Gradebook, plan: Plan, elapsed: float, iso: str, out: Path) -> Table:
+def summary_view(book: Gradebook, plan: Plan, iso: str, out: Path) -> Table:
     """Per problem, over finished pairs only: submitted, passed, errors, pending, mean."""
     rows = book.sorted_rows()
-    rate = plan.done / elapsed * 60 if elapsed > 0 and plan.done else 0.0
+    rate = plan.done / plan.seconds * 60 if plan.seconds > 0 and plan.done else 0.0
     table = _table("Grading summary", "problem",
                    *map(_right, ("submitted", "passed", "errors", "pending", "mean score")),
                    caption=f"{len(rows)} submissions · {plan.done} of {len(plan.todo)} runs "
-                           f"finished in {elapsed:.0f} s ({rate:.1f} runs/min) · "
+                           f"finished in {plan.seconds:.0f} s ({rate:.1f} runs/min) · "
                            f"{plan.skipped} already graded, skipped · isolation: {iso} · {out}")
     for p in book.problems:
         entries = [e for e in (r.problems.get(p.id) for r in rows) if e is not None]
