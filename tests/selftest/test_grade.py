@@ -37,7 +37,7 @@ def _forbidden() -> list[Path]:
     return [p.solution_file for p in manifest.problems().values()]
 
 
-ISOLATION = sandbox.detect(_forbidden()).mode
+ISOLATION = sandbox.detect(_forbidden())
 
 
 

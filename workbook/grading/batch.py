@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import functools
 import json
 import os
-import queue
 import signal
 import sys
 import tempfile
@@ -24,12 +24,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
-from rich.table import Table
+from rich.table import Column, Table
 
 from workbook import manifest, run
 from workbook.grading import exports
 from workbook.grading.discovery import Submission, discover
-from workbook.grading.gradebook import Entry, Gradebook, atomic_write, now
+from workbook.grading.gradebook import Entry, Gradebook, atomic_write
 from workbook.grading.judging import GradeError, grade_pair, trusted_collection
 from workbook.grading.sandbox import runner
 
@@ -41,8 +41,7 @@ def default_jobs() -> int:
     """Runs at once by default: 4 per core the grader may use.  A run spends most of its
     wall time waiting (the acceptance sets sleep, time out and wait for wakeups on purpose),
     about 0.4 s of CPU in 3–6 s, so one run per core leaves the cores idle."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return min(4 * (cores or 1), runner.UID_POOL)
+    return min(4 * len(os.sched_getaffinity(0)), runner.UID_POOL)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -99,33 +98,32 @@ def _paths(args) -> tuple[str, Path, Path | None]:
 def select(ids: list[str] | None) -> list[manifest.Problem]:
     if not ids:
         return list(manifest.problems().values())
-    chosen = []
-    for pid in dict.fromkeys(ids):
-        try:
-            chosen.append(manifest.get(pid))
-        except KeyError as exc:
-            raise run.UsageError(exc.args[0]) from None
-    return chosen
+    try:
+        return [manifest.get(pid) for pid in dict.fromkeys(ids)]
+    except KeyError as exc:
+        raise run.UsageError(exc.args[0]) from None
 
 
 @dataclass
 class Plan:
-    todo: list[tuple[Submission, manifest.Problem]] = field(default_factory=list)
+    todo: list[tuple[Submission, manifest.Problem, str]] = field(default_factory=list)
     skipped: int = 0          # graded pairs already finished in the gradebook
     done: int = 0             # pairs finished by this run
     failed: list[str] = field(default_factory=list)  # pairs the grader itself failed on
+    seconds: float = 0.0      # how long grading them took
 
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     try:
-        return _grade(args)
+        with contextlib.ExitStack() as stack:
+            return _grade(args, stack)
     except (GradeError, runner.IsolationError) as exc:
         errors.print(f"[red]error:[/red] {exc}")
         return 2
 
 
-def _grade(args) -> int:
+def _grade(args, stack: contextlib.ExitStack) -> int:
     problems = select(args.problem)
     if args.jobs < 1:
         raise run.UsageError("--jobs needs a whole number of at least 1")
@@ -134,32 +132,26 @@ def _grade(args) -> int:
     if not args.submissions.is_dir():
         raise run.UsageError(f"no such folder: {args.submissions}")
     fmt, out, state = _paths(args)
-    with contextlib.ExitStack() as stack:
-        if state is None:
-            state = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "gradebook.json"
-        return _grade_into(args, problems, fmt, out, state)
-
-
-def _grade_into(args, problems, fmt: str, out: Path, state: Path) -> int:
+    if state is None:
+        state = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "gradebook.json"
     submissions = discover(args.submissions.resolve(), problems, single=args.single)
     if not submissions:
         raise run.UsageError(f"no submissions found in {args.submissions}")
     iso = runner.detect([p.solution_file for p in manifest.problems().values()])
-    if iso.mode == "none":
-        errors.print(f"[yellow]warning:[/yellow] {iso.description}")
+    if iso == "none":
+        errors.print("[yellow]warning:[/yellow] not root: learner code runs as you (resource "
+                     "limits only; it could read solutions/ by path)")
     limits = {p.id: runner.Limits.for_wall(args.time_limit or p.time_limit) for p in problems}
     harness = {p.id: runner.Harness.snapshot(p) for p in problems}
     runner.remove_stale_stages()
-    with _only_writer(state), runner.UidClaim(args.jobs if iso.drops_privileges else 0) as claim:
+    with _only_writer(state), runner.UidClaim(0 if iso == "none" else args.jobs) as claim:
         book = Gradebook(state, problems, {
-            "submissions_dir": str(args.submissions.resolve()), "isolation": iso.mode,
+            "submissions_dir": str(args.submissions.resolve()), "isolation": iso,
             "harness": {pid: h.fingerprint for pid, h in harness.items()},
             "sandbox_uids": claim.uids}, fresh=args.fresh)
         book.keep_only({s.name for s in submissions})  # rows of vanished submissions go
         plan = _plan(submissions, problems, book, limits, harness)
-        started = time.monotonic()
         interrupted = _run_plan(plan, book, limits, harness, iso, claim.uids, args)
-        elapsed = time.monotonic() - started
     exports.export(book, fmt, out, single=args.single, excel=args.excel,
                    messages=args.messages)
     extra = {"insight": exports.insight(book)}
@@ -173,7 +165,7 @@ def _grade_into(args, problems, fmt: str, out: Path, state: Path) -> int:
     report = state.with_name(state.stem + "-report.json")
     atomic_write(report, json.dumps(extra, indent=1, ensure_ascii=False).encode())
     if not args.quiet or interrupted:
-        console.print(summary_view(book, plan, elapsed, iso, out if fmt != "json" else state))
+        console.print(summary_view(book, plan, iso, out if fmt != "json" else state))
         console.print(insight_view(extra["insight"]))
         if extra.get("similarity"):
             console.print(similarity_view(extra["similarity"]))
@@ -203,18 +195,13 @@ def _only_writer(state: Path):
         yield
 
 
-def _fingerprint(problem: manifest.Problem, sub: Submission, limits: runner.Limits,
-                 harness: dict) -> str:
-    return f"{sub.fingerprint(problem.id)}:{harness[problem.id].fingerprint}:{limits.wall:g}"
-
-
 def _plan(submissions, problems, book: Gradebook, limits, harness) -> Plan:
     """Every pair into the gradebook: finished ones kept, instant ones (not submitted,
     refused) recorded, the rest ``pending`` and queued."""
     plan = Plan()
     for sub in submissions:
         for p in problems:
-            fp = _fingerprint(p, sub, limits[p.id], harness)
+            fp = f"{sub.fingerprint(p.id)}:{harness[p.id].fingerprint}:{limits[p.id].wall:g}"
             if book.finished(sub.name, p.id, fp):
                 if p.id in sub.files or p.id in sub.refused:  # not "not submitted"
                     plan.skipped += 1
@@ -225,108 +212,98 @@ def _plan(submissions, problems, book: Gradebook, limits, harness) -> Plan:
                 entry = Entry.placeholder(p, "not_submitted")
             else:
                 entry = Entry.placeholder(p, "pending")
-                plan.todo.append((sub, p))
-            entry.fingerprint, entry.graded_at = fp, now()
-            book.record(sub.name, p.id, entry, save=False)
+                plan.todo.append((sub, p, fp))
+            book.record(sub.name, p.id, entry, fp, save=False)
     book.save()
     return plan
 
 
-def _run_plan(plan: Plan, book: Gradebook, limits, harness, iso, uids: list[int],
+def _run_plan(plan: Plan, book: Gradebook, limits, harness, iso: str, uids: list[int],
               args) -> bool:
     """Grade every queued pair; True if interrupted (finished pairs are saved)."""
     if not plan.todo:
         return False
+    started = time.monotonic()
     stopping = threading.Event()
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # KeyboardInterrupt
     tty = console.is_terminal
     progress = Progress(SpinnerColumn(), TextColumn("[bold]grading[/bold] {task.description}"),
                         BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         TimeRemainingColumn(), console=console,
                         disable=args.quiet or not tty)
-    total = len(plan.todo)
+    task = progress.add_task("collecting the acceptance sets…", total=len(plan.todo))
+    slots = list(uids or [None] * args.jobs)  # each worker thread runs as one claimed uid
+    slot = threading.local()
+    lock = threading.Lock()  # guards plan.done and plan.failed, and the log lines
+
+    def work(sub: Submission, p: manifest.Problem, fp: str) -> None:
+        if stopping.is_set():
+            return
+        progress.update(task, description=f"{sub.name} · {p.id}")
+        try:
+            entry: Entry | None = grade_pair(p, sub, trusted[p.id], harness[p.id], limits[p.id],
+                                             iso, slot.uid)
+        except Exception as exc:  # noqa: BLE001 - the grader's fault: report, go on
+            entry, problem_text = None, f"{type(exc).__name__}: {exc}"
+        if stopping.is_set():
+            return  # killed by the interrupt: not finished, stays pending
+        with lock:
+            plan.done += 1
+            if entry is None:  # left pending: the next run retries it
+                plan.failed.append(f"{sub.name}/{p.id}")
+                line = f"could not grade {sub.name}/{p.id}: {problem_text}"
+            else:
+                book.record(sub.name, p.id, entry, fp)
+                line = (f"{sub.name}/{p.id}: {entry.status} {entry.score}/{entry.max_score}"
+                        + (f" ({entry.reason})" if entry.reason else ""))
+            if not tty and not args.quiet:  # a log line per pair, for CI and LMSs
+                print(f"[{plan.done}/{len(plan.todo)}] {line}", flush=True)
+            elif entry is None:
+                progress.console.print(f"[red]{line}[/red]")
+        progress.advance(task)
+
+    pool = ThreadPoolExecutor(max_workers=args.jobs, thread_name_prefix="grade",
+                              initializer=lambda: setattr(slot, "uid", slots.pop()))
     try:
-        with progress:
-            task = progress.add_task("collecting the acceptance sets…", total=total)
-            free: queue.Queue[int | None] = queue.Queue()  # the claimed uids not in use
-            for uid in (uids or [None] * args.jobs):
-                free.put(uid)
-
-            def collect(p: manifest.Problem) -> list[tuple[str, str]]:
-                uid = free.get()
-                try:
-                    return trusted_collection(p, harness[p.id], iso, uid)
-                finally:
-                    free.put(uid)
-
-            wanted = list({p.id: p for _, p in plan.todo}.values())
-            with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # one problem a slot
-                trusted = dict(zip([p.id for p in wanted], pool.map(collect, wanted)))
-            lock = threading.Lock()  # guards plan.done and plan.failed, and the log lines
-
-            def work(sub: Submission, p: manifest.Problem) -> None:
-                if stopping.is_set():
-                    return
-                uid = free.get()
-                try:
-                    progress.update(task, description=f"{sub.name} · {p.id}")
-                    entry: Entry | None = grade_pair(p, sub, trusted[p.id], harness[p.id],
-                                                     limits[p.id], iso, uid)
-                    problem_text = None
-                except Exception as exc:  # noqa: BLE001 - the grader's fault: report, go on
-                    entry, problem_text = None, f"{type(exc).__name__}: {exc}"
-                finally:
-                    free.put(uid)
-                if stopping.is_set():
-                    return  # killed by the interrupt: not finished, stays pending
-                with lock:
-                    plan.done += 1
-                    if entry is None:  # left pending: the next run retries it
-                        plan.failed.append(f"{sub.name}/{p.id}")
-                        line = f"could not grade {sub.name}/{p.id}: {problem_text}"
-                    else:
-                        entry.fingerprint = _fingerprint(p, sub, limits[p.id], harness)
-                        entry.graded_at = now()
-                        book.record(sub.name, p.id, entry)
-                        line = (f"{sub.name}/{p.id}: {entry.status} {entry.score}/"
-                                f"{entry.max_score}" + (f" ({entry.reason})" if entry.reason
-                                                        else ""))
-                    if not tty and not args.quiet:  # a log line per pair, for CI and LMSs
-                        print(f"[{plan.done}/{total}] {line}", flush=True)
-                    elif entry is None:
-                        progress.console.print(f"[red]{line}[/red]")
-                progress.advance(task)
-
-            with ThreadPoolExecutor(max_workers=args.jobs, thread_name_prefix="grade") as pool:
-                futures = [pool.submit(work, sub, p) for sub, p in plan.todo]
-                try:
-                    for future in as_completed(futures):
-                        future.result()
-                except BaseException:
-                    stopping.set()
-                    for f in futures:
-                        f.cancel()
-                    runner.kill_all()
-                    raise
+        with progress, pool:
+            try:
+                wanted = {p.id: p for _, p, _ in plan.todo}  # one collection a problem
+                trusted = dict(zip(wanted, pool.map(
+                    lambda p: trusted_collection(p, harness[p.id], iso, slot.uid),
+                    wanted.values())))
+                futures = [pool.submit(work, *pair) for pair in plan.todo]
+                for future in as_completed(futures):
+                    future.result()
+            except BaseException:
+                stopping.set()
+                pool.shutdown(wait=False, cancel_futures=True)
+                runner.kill_all()
+                raise
         return False
     except KeyboardInterrupt:
         return True
     finally:
         signal.signal(signal.SIGTERM, previous)
+        plan.seconds = time.monotonic() - started
 
 
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
+def _table(title: str, *columns: str | Column, caption: str | None = None) -> Table:
+    return Table(*columns, title=title, title_justify="left", caption=caption,
+                 caption_justify="left")
 
 
-def summary_view(book: Gradebook, plan: Plan, elapsed: float, iso: runner.Isolation,
-                 out: Path) -> Table:
+_right = functools.partial(Column, justify="right")
+
+
+def summary_view(book: Gradebook, plan: Plan, iso: str, out: Path) -> Table:
     """Per problem, over finished pairs only: submitted, passed, errors, pending, mean."""
-    table = Table(title="Grading summary", title_justify="left")
-    for name, justify in (("problem", "left"), ("submitted", "right"), ("passed", "right"),
-                          ("errors", "right"), ("pending", "right"), ("mean score", "right")):
-        table.add_column(name, justify=justify)
     rows = book.sorted_rows()
+    rate = plan.done / plan.seconds * 60 if plan.seconds > 0 and plan.done else 0.0
+    table = _table("Grading summary", "problem",
+                   *map(_right, ("submitted", "passed", "errors", "pending", "mean score")),
+                   caption=f"{len(rows)} submissions · {plan.done} of {len(plan.todo)} runs "
+                           f"finished in {plan.seconds:.0f} s ({rate:.1f} runs/min) · "
+                           f"{plan.skipped} already graded, skipped · isolation: {iso} · {out}")
     for p in book.problems:
         entries = [e for e in (r.problems.get(p.id) for r in rows) if e is not None]
         finished = [e for e in entries if e.status in ("ok", "error")]
@@ -336,19 +313,12 @@ def summary_view(book: Gradebook, plan: Plan, elapsed: float, iso: runner.Isolat
                       str(sum(1 for e in finished if e.passed)),
                       str(sum(1 for e in finished if e.status == "error")), str(pending),
                       f"{mean:.1f} / {p.points}")
-    rate = plan.done / elapsed * 60 if elapsed > 0 and plan.done else 0.0
-    table.caption = (f"{len(rows)} submissions · {plan.done} of {len(plan.todo)} runs finished "
-                     f"in {elapsed:.0f} s ({rate:.1f} runs/min) · {plan.skipped} already "
-                     f"graded, skipped · isolation: {iso.mode} · {out}")
-    table.caption_justify = "left"
     return table
 
 
 def insight_view(data: dict) -> Table:
-    table = Table(title="Class insight", title_justify="left")
-    table.add_column("checkpoint")
-    table.add_column("pass rate", justify="right")
-    table.add_column("pitfalls diagnosed (share of graded submissions)")
+    table = _table("Class insight", "checkpoint", _right("pass rate"),
+                   "pitfalls diagnosed (share of graded submissions)")
     for pid, info in data.items():
         by_checkpoint: dict[str, list[str]] = {}
         problem = manifest.get(pid)
@@ -362,10 +332,7 @@ def insight_view(data: dict) -> Table:
 
 
 def similarity_view(data: dict) -> Table:
-    table = Table(title="Similar submissions", title_justify="left")
-    table.add_column("problem")
-    table.add_column("submissions")
-    table.add_column("alike", justify="right")
+    table = _table("Similar submissions", "problem", "submissions", _right("alike"))
     for pid, info in data.items():
         for group in info["identical"]:
             table.add_row(pid, ", ".join(group), "same after normalising")

@@ -32,39 +32,27 @@ python3 -m venv /autograder/venv
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
-# Gradescope runs this for every submission.  It always leaves a valid results.json: if the
-# grader itself fails, a score of 0 with the reason (and the log below says why).
+# Gradescope runs this for every submission.  It always leaves a valid results.json: the
+# grader writes one whole (atomically) or none, and for none this writes a score of 0 with
+# the reason (and the log below says why).
 set -uo pipefail
-base="${{AUTOGRADER_ROOT:-/autograder}}"
-python="${{WORKBOOK_PYTHON:-$base/venv/bin/python}}"
+base="${AUTOGRADER_ROOT:-/autograder}"
+python="${WORKBOOK_PYTHON:-$base/venv/bin/python}"
 results="$base/results/results.json"
 mkdir -p "$base/results"
+rm -f "$results"
 cd "$base/source" || exit 1
-echo "workbook autograder: grading $base/submission ({problems_text})"
+echo "workbook autograder: grading $base/submission (PROBLEMS)"
 "$python" -m workbook grade "$base/submission" --single --format gradescope \\
-    --out "$results" --gradebook "$base/results/gradebook.json"{problems}
+    --out "$results" --gradebook "$base/results/gradebook.json" --problem PROBLEMS
 status=$?
 echo "workbook autograder: the grader exited with $status"
-"$python" - "$results" "$status" <<'PY'
-import json, sys
-path, status = sys.argv[1], sys.argv[2]
-try:
-    with open(path) as f:
-        doc = json.load(f)
-    ok = isinstance(doc, dict) and isinstance(doc.get("tests"), list) and "score" in doc
-except (OSError, ValueError):
-    ok = False
-if not ok:
-    reason = f"the grader exited with status {{status}} without writing results"
-    doc = {{"score": 0, "visibility": "visible", "stdout_visibility": "visible",
-           "output": "The autograder could not grade this submission: " + reason, "tests": []}}
-    with open(path, "w") as f:
-        json.dump(doc, f, indent=1)
-    print("workbook autograder: wrote a zero-score results.json:", reason)
-else:
-    print(f"workbook autograder: results.json has score {{doc['score']}} "
-          f"over {{len(doc['tests'])}} tests")
-PY
+if [ ! -s "$results" ]; then
+    reason="the grader exited with status $status without writing results"
+    printf '{"score": 0, "visibility": "visible", "stdout_visibility": "visible", "tests": [],
+ "output": "The autograder could not grade this submission: %s"}\\n' "$reason" >"$results"
+    echo "workbook autograder: wrote a zero-score results.json: $reason"
+fi
 exit 0
 """
 
@@ -85,11 +73,10 @@ def bundle_files(problems: list[manifest.Problem]) -> dict[str, bytes]:
     files = {str(rel): (ROOT / rel).read_bytes() for rel in staged_files(problems)}
     for name in ("pyproject.toml", "README.md"):
         files[name] = (ROOT / name).read_bytes()
-    ids = " ".join(p.id for p in problems)
     files["constraints.txt"] = constraints().encode()
     files["setup.sh"] = SETUP_SH.encode()
-    files["run_autograder"] = RUN_AUTOGRADER.format(
-        problems=f" --problem {ids}", problems_text=ids).encode()
+    files["run_autograder"] = RUN_AUTOGRADER.replace(
+        "PROBLEMS", " ".join(p.id for p in problems)).encode()
     return files
 
 

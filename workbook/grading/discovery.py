@@ -102,9 +102,9 @@ def discover(root: Path, problems: list[manifest.Problem], *,
                 continue
         else:
             continue
-        name = sub.name if sub.name not in found else entry.name
-        sub.name = name
-        found[name] = sub
+        if sub.name in found:  # a lone file's short name is taken: its full name
+            sub.name = entry.name
+        found[sub.name] = sub
     return list(found.values())
 
 
@@ -136,15 +136,12 @@ def _file_submission(path: Path, problems: list[manifest.Problem]) -> Submission
 
 def _find(folder: Path, filename: str) -> Path | None:
     """The shallowest file called ``filename`` under ``folder`` (links not followed)."""
-    best: tuple[int, str, Path] | None = None
+    found = []
     for current, dirs, files in os.walk(folder, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS)
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS]
         if filename in files:
-            path = Path(current) / filename
-            depth = len(path.relative_to(folder).parts)
-            if best is None or (depth, str(path)) < best[:2]:
-                best = (depth, str(path), path)
-    return best[2] if best else None
+            found.append(Path(current) / filename)
+    return min(found, key=lambda path: (len(path.parts), str(path)), default=None)
 
 
 def _refusal(path: Path) -> str | None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import ast
 import csv
-import hashlib
 import io
+import itertools
 import json
 from collections import Counter
 from pathlib import Path
@@ -50,12 +50,11 @@ def csv_text(book: Gradebook, *, messages: bool = False) -> str:
                               max_total, round(100 * row.total / max_total, 1) if max_total else 0]
         for p in book.problems:
             entry = _entry(row, p)
-            by_id = {cp.id: cp for cp in entry.checkpoints}
-            line += [entry.score, entry.status]
-            line += [entry.points.get(cp.id, 0) for cp in p.checkpoints]
+            failed = {cp.id: cp.message or "" for cp in entry.checkpoints if cp.status != "passed"}
+            line += [entry.score, entry.status,
+                     *(entry.points.get(cp.id, 0) for cp in p.checkpoints)]
             if messages:
-                line += [(by_id[cp.id].message or "") if cp.id in by_id and
-                         by_id[cp.id].status != "passed" else "" for cp in p.checkpoints]
+                line += [failed.get(cp.id, "") for cp in p.checkpoints]
         writer.writerow([_cell(v) for v in line])
     return out.getvalue()
 
@@ -131,8 +130,8 @@ def insight(book: Gradebook) -> dict:
 # -- similarity -----------------------------------------------------------------------------
 
 class _Canonical(ast.NodeTransformer):
-    """Docstrings dropped and every identifier renamed in order of first use: two files that
-    differ only in names, comments, layout or docstrings come out the same."""
+    """Docstrings and annotations dropped and every identifier renamed in order of first use:
+    two files that differ only in names, comments, layout or docstrings come out the same."""
 
     def __init__(self) -> None:
         self.names: dict[str, str] = {}
@@ -140,33 +139,22 @@ class _Canonical(ast.NodeTransformer):
     def _name(self, name: str) -> str:
         return self.names.setdefault(name, f"n{len(self.names)}")
 
-    def visit_Name(self, node: ast.Name) -> ast.AST:
-        node.id = self._name(node.id)
-        return node
-
-    def visit_arg(self, node: ast.arg) -> ast.AST:
-        node.arg = self._name(node.arg)
-        node.annotation = None
-        return node
-
-    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
-        self.generic_visit(node)
-        node.attr = self._name(node.attr)
-        return node
-
-    def _body(self, node):
-        body = node.body
-        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                and isinstance(body[0].value.value, str):
-            node.body = body[1:] or [ast.Pass()]
-        if hasattr(node, "name"):
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+        if isinstance(node, (ast.Module, *scopes)) and ast.get_docstring(node, False) is not None:
+            node.body = node.body[1:] or [ast.Pass()]
+        if isinstance(node, scopes):
             node.name = self._name(node.name)
-        self.generic_visit(node)
-        if hasattr(node, "returns"):
+        elif isinstance(node, ast.Name):
+            node.id = self._name(node.id)
+        elif isinstance(node, ast.arg):
+            node.arg, node.annotation = self._name(node.arg), None
+        super().generic_visit(node)
+        if isinstance(node, ast.Attribute):  # after its value: ``a.b`` numbers ``a`` first
+            node.attr = self._name(node.attr)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             node.returns = None
         return node
-
-    visit_Module = visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _body
 
 
 def normalised(source: bytes) -> str | None:
@@ -187,24 +175,18 @@ def similarity(submissions: list[Submission], problems: list[manifest.Problem], 
 
     report: dict = {}
     for p in problems:
-        texts: dict[str, str] = {}
+        by_text: dict[str, list[str]] = {}  # canonical text -> the submissions that have it
         for sub in submissions:
-            if p.id in sub.files:
-                text = normalised(sub.read(sub.files[p.id]))
-                if text is not None:
-                    texts[sub.name] = text
-        by_digest: dict[str, list[str]] = {}
-        for name, text in texts.items():
-            by_digest.setdefault(hashlib.sha256(text.encode()).hexdigest(), []).append(name)
-        groups = sorted((sorted(g) for g in by_digest.values() if len(g) > 1), key=len,
+            text = normalised(sub.read(sub.files[p.id])) if p.id in sub.files else None
+            if text is not None:
+                by_text.setdefault(text, []).append(sub.name)
+        groups = sorted((sorted(g) for g in by_text.values() if len(g) > 1), key=len,
                         reverse=True)
-        firsts = [g[0] for g in by_digest.values()]  # one representative per distinct text
-        pairs = []
-        for i, a in enumerate(firsts):
-            for b in firsts[i + 1:]:
-                percent = fuzz.ratio(texts[a], texts[b], score_cutoff=threshold)
-                if percent:
-                    pairs.append({"a": a, "b": b, "percent": round(percent, 1)})
+        pairs = []  # one representative per distinct text
+        for (text_a, (a, *_)), (text_b, (b, *_)) in itertools.combinations(by_text.items(), 2):
+            percent = fuzz.ratio(text_a, text_b, score_cutoff=threshold)
+            if percent:
+                pairs.append({"a": a, "b": b, "percent": round(percent, 1)})
         pairs.sort(key=lambda d: -d["percent"])
         report[p.id] = {"identical": groups, "similar": pairs, "threshold": threshold}
     return report

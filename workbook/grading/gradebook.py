@@ -12,7 +12,7 @@ import json
 import os
 import tempfile
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -67,11 +67,10 @@ class Entry:
 
     @classmethod
     def from_json(cls, data: dict) -> "Entry":
-        cps = [CheckpointResult(c["id"], c["title"], c["kind"], c["status"],
-                                c.get("seconds", 0.0), c.get("message"), c.get("pitfall"),
-                                notes=c.get("notes", [])) for c in data["checkpoints"]]
-        known = set(cls.__dataclass_fields__) - {"checkpoints"}
-        return cls(checkpoints=cps, **{k: v for k, v in data.items() if k in known})
+        def known(kind: type, values: dict) -> dict:
+            return {k: v for k, v in values.items() if k in {f.name for f in fields(kind)}}
+        return cls(**{**known(cls, data), "checkpoints": [
+            CheckpointResult(**known(CheckpointResult, c)) for c in data["checkpoints"]]})
 
     @classmethod
     def placeholder(cls, problem: manifest.Problem, status: str,
@@ -140,48 +139,44 @@ class Gradebook:
                  fresh: bool = False) -> None:
         self.path = path
         self.problems = problems
-        self._lock = threading.Lock()  # guards rows, meta and the file write
-        old = None if fresh else self._load(path)
-        self.meta: dict = {k: v for k, v in (old or {}).items() if k not in ("rows",)}
-        self.meta.update(meta or {}, format=FORMAT,
-                         problems=[p.id for p in problems],
-                         max_total=sum(p.points for p in problems))
-        self.meta.setdefault("created", now())
-        self.rows: dict[str, Row] = {}
-        for name, row in ((old or {}).get("rows") or {}).items():
-            self.rows[name] = Row(name, {pid: Entry.from_json(e)
-                                         for pid, e in row["problems"].items()})
+        self._lock = threading.RLock()  # guards rows, meta and the file write
+        old = {} if fresh else self._load(path)
+        self.rows = {name: Row(name, {pid: Entry.from_json(e)
+                                      for pid, e in row["problems"].items()})
+                     for name, row in (old.pop("rows", None) or {}).items()}
+        self.meta: dict = {"created": now(), **old, **(meta or {}), "format": FORMAT,
+                           "problems": [p.id for p in problems],
+                           "max_total": sum(p.points for p in problems)}
 
     @staticmethod
-    def _load(path: Path) -> dict | None:
+    def _load(path: Path) -> dict:
         try:
             doc = json.loads(path.read_text("utf-8"))
         except (OSError, ValueError):
-            return None
-        return doc if isinstance(doc, dict) and doc.get("format") == FORMAT else None
+            return {}
+        return doc if isinstance(doc, dict) and doc.get("format") == FORMAT else {}
 
     def finished(self, name: str, problem_id: str, fingerprint: str) -> bool:
-        entry = self.rows[name].problems.get(problem_id) if name in self.rows else None
+        entry = self.rows.get(name, Row(name)).problems.get(problem_id)
         return entry is not None and entry.status != "pending" and entry.fingerprint == fingerprint
 
-    def record(self, name: str, problem_id: str, entry: Entry, save: bool = True) -> None:
+    def record(self, name: str, problem_id: str, entry: Entry, fingerprint: str | None = None,
+               save: bool = True) -> None:
+        """``entry`` for this pair, graded now from inputs with this ``fingerprint``."""
+        entry.fingerprint, entry.graded_at = fingerprint, now()
         with self._lock:
             self.rows.setdefault(name, Row(name)).problems[problem_id] = entry
             if save:
-                self._save()
+                self.save()
 
     def keep_only(self, names: set[str]) -> None:
-        with self._lock:
-            self.rows = {n: r for n, r in self.rows.items() if n in names}
+        self.rows = {n: r for n, r in self.rows.items() if n in names}
 
     def save(self) -> None:
         with self._lock:
-            self._save()
-
-    def _save(self) -> None:
-        self.meta["updated"] = now()
-        atomic_write(self.path, json.dumps(self.to_json(), indent=1,
-                                           ensure_ascii=False).encode("utf-8"))
+            self.meta["updated"] = now()
+            atomic_write(self.path, json.dumps(self.to_json(), indent=1,
+                                               ensure_ascii=False).encode("utf-8"))
 
     def to_json(self) -> dict:
         return {**self.meta, "rows": {

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import signal
+import sys
+from collections import Counter
 from pathlib import Path
 
 from workbook import manifest, run
@@ -25,21 +27,28 @@ class GradeError(Exception):
     """The batch cannot go on (not a problem with one submission)."""
 
 
-def pytest_args(problem: manifest.Problem, stage: runner.Stage,
-                collect_only: bool = False) -> list[str]:
-    return ["-p", "workbook.grading.sandbox.reporter",
-            "-c", str(stage.dir / "pytest.ini"), "-s",
+#: pytest started inside the sandbox: the stage first on sys.path, the submission's folder
+#: last, nothing from the grader's.
+_LAUNCH = ("import sys; root = sys.argv.pop(1); sys.path.insert(0, root); "
+           "sys.path.append(root + '/submission'); import pytest; "
+           "raise SystemExit(pytest.main(sys.argv[1:]))")
+
+
+def pytest_command(problem: manifest.Problem, stage: runner.Stage,
+                   collect_only: bool = False) -> list[str]:
+    return [sys.executable, "-I", "-B", "-c", _LAUNCH, str(stage.dir),
+            "-p", "workbook.grading.sandbox.reporter", "-c", str(stage.dir / "pytest.ini"), "-s",
             *run.pytest_args(problem, stage.target, None, root=stage.dir),
             *(["--collect-only"] if collect_only else [])]
 
 
 def trusted_collection(problem: manifest.Problem, harness: runner.Harness,
-                       iso: runner.Isolation, uid: int | None) -> list[tuple[str, str]]:
+                       iso: str, uid: int | None) -> list[tuple[str, str]]:
     """The acceptance set's tests in run order, as (node id, checkpoint), collected with no
     learner code at all: the yardstick every graded run is compared with."""
     placeholder = b'"""No learner code: the grader collects the tests."""\n'
     with runner.Stage(harness, problem.module, placeholder, uid) as stage:
-        outcome = runner.run(stage, pytest_args(problem, stage, collect_only=True),
+        outcome = runner.run(stage, pytest_command(problem, stage, collect_only=True),
                              runner.Limits.for_wall(60), iso=iso, uid=uid)
     items = [(r.nodeid, r.checkpoint) for r in outcome.records if isinstance(r, protocol.Item)]
     if not items or outcome.forged or outcome.violation or outcome.sandbox_error:
@@ -51,13 +60,6 @@ def trusted_collection(problem: manifest.Problem, harness: runner.Harness,
     return items
 
 
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
 def _stop_reason(outcome: runner.Outcome, limits: runner.Limits, ended: bool) -> str | None:
     """Why the run stopped short, in the words both the entry and its checkpoints use."""
     if outcome.timed_out == "import":
@@ -67,7 +69,10 @@ def _stop_reason(outcome: runner.Outcome, limits: runner.Limits, ended: bool) ->
     if ended or outcome.timed_out == "exit":
         return None
     if outcome.signal:
-        return f"crashed ({_signal_name(outcome.signal)})"
+        try:
+            return f"crashed ({signal.Signals(outcome.signal).name})"
+        except ValueError:
+            return f"crashed (signal {outcome.signal})"
     return f"incomplete: the test process ended early (exit code {outcome.exit_code})"
 
 
@@ -79,17 +84,16 @@ def judge(problem: manifest.Problem, outcome: runner.Outcome,
     collected: dict[str, list[str]] = {}
     for nodeid, cp in trusted:
         collected.setdefault(cp, []).append(nodeid)
-    records = [{"event": "collected", "tests": collected},
-               *(protocol.to_dict(r) for r in verdict.accepted)]
-    result = run.result_from_records(problem, target, records, limit=limits.wall)
+    result = run.result_from_records(problem, target, [
+        {"event": "collected", "tests": collected}, *map(protocol.to_dict, verdict.accepted)],
+        limit=limits.wall)
+    reported = Counter(r.checkpoint for r in verdict.accepted if isinstance(r, protocol.TestDone))
 
     def clean(text: str | None) -> str | None:
         """Messages name the submitted file, not the temporary copy that ran."""
         return text and text.replace(str(target), display).replace(str(stage_dir), "…")
 
-    reasons, notes = [], []
-    if outcome.sandbox_error:
-        reasons.append(f"sandbox failure: {outcome.sandbox_error}")
+    reasons = []
     if result.import_error:
         text = clean(result.import_error)
         reasons.append(text if text.startswith("syntax error") else f"import error: {text}")
@@ -98,20 +102,19 @@ def judge(problem: manifest.Problem, outcome: runner.Outcome,
     if tampering:
         reasons.append(f"tampered: {tampering}")
     stopped = _stop_reason(outcome, limits, verdict.ended)
-    if outcome.timed_out == "exit" and verdict.ended:
-        notes.append(f"did not exit within {runner.EXIT_GRACE:g} s of its last test "
-                     "(a non-daemon thread?): stopped")
     if stopped and not (reasons and stopped.startswith("incomplete")):
         reasons.append(stopped)
-    reported = {cp: sum(1 for r in verdict.accepted if isinstance(r, protocol.TestDone)
-                        and r.checkpoint == cp) for cp in collected}
     for cp in result.checkpoints:
         cp.message = clean(cp.message)
-        if reported.get(cp.id, 0) < len(collected.get(cp.id, [])) and not result.import_error:
+        if reported[cp.id] < len(collected.get(cp.id, [])) and not result.import_error:
             cp.status = "incomplete"
             cp.message = f"not run to the end: {reasons[0] if reasons else 'not reported'}"
     if not reasons and any(cp.status == "incomplete" for cp in result.checkpoints):
         reasons.append("incomplete: some checkpoints were not reported")
+    notes = []
+    if outcome.timed_out == "exit" and verdict.ended:
+        notes.append(f"did not exit within {runner.EXIT_GRACE:g} s of its last test "
+                     "(a non-daemon thread?): stopped")
     if outcome.forged and verdict.violation:
         notes.append(f"{outcome.forged} forged report line(s) ignored")
     if outcome.output_bytes > runner.OUTPUT_TAIL:
@@ -130,7 +133,7 @@ def judge(problem: manifest.Problem, outcome: runner.Outcome,
 
 
 def grade_pair(problem: manifest.Problem, sub: Submission, trusted: list[tuple[str, str]],
-               harness: runner.Harness, limits: runner.Limits, iso: runner.Isolation,
+               harness: runner.Harness, limits: runner.Limits, iso: str,
                uid: int | None) -> Entry:
     """Stage, run and judge one submission's file for ``problem``.  Raises only for the
     grader's own failures (``runner.run`` never raises for what learner code does)."""
@@ -140,9 +143,9 @@ def grade_pair(problem: manifest.Problem, sub: Submission, trusted: list[tuple[s
         else path.name
     with runner.Stage(harness, problem.module, source, uid,
                       helpers=sub.helpers(problem.id)) as stage:
-        outcome = runner.run(stage, pytest_args(problem, stage), limits, iso=iso, uid=uid)
+        outcome = runner.run(stage, pytest_command(problem, stage), limits, iso=iso, uid=uid)
+        if outcome.sandbox_error:
+            raise GradeError(f"the sandbox failed: {outcome.sandbox_error}")
         entry = judge(problem, outcome, trusted, limits, display, stage.dir, stage.target)
-    if outcome.sandbox_error:
-        raise GradeError(f"the sandbox failed: {outcome.sandbox_error}")
     entry.file, entry.sha256 = display, hashlib.sha256(source).hexdigest()
     return entry

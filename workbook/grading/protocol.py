@@ -105,14 +105,10 @@ def from_dict(data: dict) -> Record:
     cls = _BY_EVENT.get(data.get("event"))  # type: ignore[arg-type]
     if cls is None:
         raise ProtocolError(f"an unknown record {data.get('event')!r}")
-    names = {f.name for f in fields(cls) if f.init}
-    values = {k: v for k, v in data.items() if k in names}
+    values = {f.name: data[f.name] for f in fields(cls) if f.init and f.name in data}
     if cls is Tampered:
         values["changed"] = tuple(values.get("changed", ()))
-    try:
-        return cls(**values)
-    except TypeError as exc:
-        raise ProtocolError(str(exc)) from None
+    return cls(**values)  # every field has a default: no TypeError
 
 
 def to_dict(record: Record) -> dict:
@@ -141,7 +137,7 @@ def encode(key: bytes, seq: int, record: Record) -> bytes:
 def decode(key: bytes, line: bytes) -> tuple[int, Record] | None:
     """``(seq, record)`` for a correctly signed line; None for anything else."""
     try:
-        mac, seq_text, body = line.decode("ascii").split(" ", 2)
+        mac, seq_text, body = line.decode("ascii").strip().split(" ", 2)
         seq = int(seq_text)
     except (UnicodeDecodeError, ValueError):
         return None

@@ -73,14 +73,14 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="workbook-battery-"))
     problems = list(manifest.problems().values())
     iso = sandbox.detect([p.solution_file for p in problems])
-    bat = battery.build(out, problems, count=args.count, isolation=iso.mode,
+    bat = battery.build(out, problems, count=args.count, isolation=iso,
                         hostile=[] if args.mix == "typical" else None)
     pairs = len(bat.expected) * len(problems)
     submitted = sum(1 for per in bat.expected.values() for e in per.values()
                     if e["status"] != "not_submitted" and "symbolic link" not in
                     str(e.get("reason")))
     print(f"battery: {len(bat.expected)} submissions × {len(problems)} problems = {pairs} "
-          f"pairs, {submitted} to run; isolation {iso.mode}; in {out}")
+          f"pairs, {submitted} to run; isolation {iso}; in {out}")
     state = out / "gradebook.json"
     failures: list[str] = []
     if args.throughput_only:

@@ -15,7 +15,6 @@ import itertools
 import os
 import sys
 import threading
-import types
 
 import pytest
 
@@ -32,41 +31,23 @@ GUARDED = (
 )
 
 
-def _surface(module: types.ModuleType) -> dict[str, object]:
-    """``name -> object`` for a module's callables and classes, and each class's own
-    callables (``Class.name``): what replacing would change a verdict."""
+def _surface() -> dict[str, object]:
+    """``name -> object`` for the GUARDED modules' callables and classes, and each class's
+    own callables (``module.Class.name``): what replacing would change a verdict.  (The
+    objects themselves, not their ids: a replaced one cannot be freed and its id reused.)"""
     found: dict[str, object] = {}
-    for name, value in list(vars(module).items()):
-        if isinstance(value, type):
-            found[name] = value
-            for attr, member in list(vars(value).items()):
-                if callable(member) or isinstance(member, (property, staticmethod,
-                                                           classmethod)):
-                    found[f"{name}.{attr}"] = member
-        elif callable(value):
-            found[name] = value
+    for module_name in GUARDED:
+        module = sys.modules.get(module_name)
+        for name, value in list(vars(module).items()) if module else ():
+            name = f"{module_name}.{name}"
+            if isinstance(value, type):
+                found.update({f"{name}.{attr}": member
+                              for attr, member in list(vars(value).items())
+                              if callable(member)
+                              or isinstance(member, (property, staticmethod, classmethod))})
+            if callable(value):
+                found[name] = value
     return found
-
-
-class Guard:
-    """A snapshot of the GUARDED surface; ``changed()`` names what differs now."""
-
-    def __init__(self) -> None:
-        self._snapshot: dict[str, dict[str, int]] = {}
-
-    def take(self) -> None:
-        for name in GUARDED:
-            module = sys.modules.get(name)
-            if module is not None:
-                self._snapshot[name] = {k: id(v) for k, v in _surface(module).items()}
-
-    def changed(self) -> tuple[str, ...]:
-        out = []
-        for name, before in self._snapshot.items():
-            module = sys.modules.get(name)
-            now = {k: id(v) for k, v in _surface(module).items()} if module else {}
-            out += [f"{name}.{k}" for k, v in before.items() if now.get(k) != v]
-        return tuple(out)
 
 
 class Reporter:
@@ -75,7 +56,7 @@ class Reporter:
     def __init__(self, fd: int, key: bytes) -> None:
         lock = threading.Lock()  # guards the sequence counter and the pipe write
         counter = itertools.count()
-        self.guard = Guard()
+        self.before: dict[str, object] = {}  # the guarded surface before the learner import
         self.pytest_failed: set[str] = set()  # node ids pytest itself saw fail
 
         def send(record: protocol.Record) -> None:
@@ -96,12 +77,14 @@ class Reporter:
         else:
             record = protocol.from_dict(data)
         if isinstance(record, protocol.Start):  # the last record before the learner import
-            self.guard.take()
+            self.before = _surface()
         if isinstance(record, protocol.TestDone):
             verdict = "failed" if record.nodeid in self.pytest_failed else "passed"
             record = dataclasses.replace(record, pytest_outcome=verdict)
         if isinstance(record, (protocol.Collected, protocol.TestDone, protocol.End)):
-            changed = self.guard.changed()
+            now = _surface()
+            changed = tuple(name for name, was in self.before.items()
+                            if now.get(name) is not was)
             if changed:
                 self.send(protocol.Tampered(changed))
         self.send(record)
@@ -117,12 +100,7 @@ def pytest_configure(config) -> None:
         return
     fd = int(os.environ.pop("WORKBOOK_REPORT_FD"))
     key_fd = int(os.environ.pop("WORKBOOK_KEY_FD"))
-    key = b""
-    while len(key) < 32:
-        chunk = os.read(key_fd, 32 - len(key))
-        if not chunk:
-            break
-        key += chunk
+    key = os.read(key_fd, 32)  # written whole before this process started
     os.close(key_fd)
     os.set_inheritable(fd, False)
     import workbook.plugin

@@ -9,7 +9,9 @@ solutions), ``none`` (not root: resource limits only).
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import functools
 import hashlib
 import importlib.util
 import json
@@ -40,6 +42,11 @@ TRAMPOLINE = Path(__file__).resolve().with_name("trampoline.py")
 OUTPUT_TAIL = 8192
 #: Longest report line the reader buffers; longer junk is skipped without being stored.
 LINE_MAX = 65536
+#: Seconds a run may take to exit after reporting its end (then it is stopped: a stray
+#: non-daemon thread must not cost the whole wall-clock limit).
+EXIT_GRACE = 5.0
+#: Staging directories are named ``workbook-grade-<grader pid>-<random>``.
+STAGE_PREFIX = "workbook-grade-"
 
 
 class IsolationError(RuntimeError):
@@ -62,23 +69,7 @@ class Limits:
         return cls(wall=wall, import_wall=min(import_wall, wall), cpu=int(wall) + 10)
 
 
-@dataclass(frozen=True)
-class Isolation:
-    mode: str  # "namespaces" | "uid" | "none"
-    description: str
-
-    @property
-    def drops_privileges(self) -> bool:
-        return self.mode != "none"
-
-
-def _lock_dir() -> Path:
-    writable = [d for d in ("/run/lock", "/var/lock")
-                if os.path.isdir(d) and os.access(d, os.W_OK)]
-    return Path(writable[0] if writable else tempfile.gettempdir())
-
-
-class UidClaim:
+class UidClaim(contextlib.ExitStack):
     """Sandbox uids held by this process alone, machine-wide: one ``flock`` per uid.
 
     Two graders on one machine (a batch and a selftest, say) must never share a uid: each
@@ -86,35 +77,28 @@ class UidClaim:
     when the process does, however it ends."""
 
     def __init__(self, count: int) -> None:
+        super().__init__()
         self.uids: list[int] = []
-        self._fds: list[int] = []
+        locks = next((d for d in ("/run/lock", "/var/lock")
+                      if os.path.isdir(d) and os.access(d, os.W_OK)), tempfile.gettempdir())
         for uid in range(UID_BASE, UID_BASE + UID_POOL):
             if len(self.uids) == count:
                 break
-            fd = os.open(_lock_dir() / f"workbook-sandbox-{uid}.lock",
+            fd = os.open(f"{locks}/workbook-sandbox-{uid}.lock",
                          os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(fd)
                 continue
+            self.callback(os.close, fd)
             self.uids.append(uid)
-            self._fds.append(fd)
         if len(self.uids) < count:
-            self.release()
+            self.close()
             raise IsolationError(f"no {count} free sandbox uids in {UID_BASE}..."
                                  f"{UID_BASE + UID_POOL - 1}: other graders hold them")
 
-    def release(self) -> None:
-        for fd in self._fds:
-            os.close(fd)
-        self._fds.clear()
-
-    def __enter__(self) -> "UidClaim":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
+    release = contextlib.ExitStack.close
 
 
 @dataclass
@@ -123,7 +107,7 @@ class Outcome:
     records: list[protocol.Record]      # authenticated records, in order, up to a violation
     forged: int = 0                     # report lines that failed authentication
     violation: str | None = None        # first sequence problem in authenticated records
-    timed_out: str | None = None        # "run" | "import" | None
+    timed_out: str | None = None        # "run" | "import" | "exit" | None
     exit_code: int | None = None        # the run's exit code (for the reason text only)
     signal: int | None = None           # the signal that ended the run, if one did
     output: str = ""                    # tail of stdout+stderr
@@ -135,20 +119,19 @@ class Outcome:
 
 # -- staging --------------------------------------------------------------------------------
 
-def staged_files(problems: list[manifest.Problem], root: Path = ROOT) -> list[Path]:
-    """What judges ``problems``, relative to ``root``: the ``workbook`` package's modules,
+def staged_files(problems: list[manifest.Problem]) -> list[Path]:
+    """What judges ``problems``, relative to ``ROOT``: the ``workbook`` package's modules,
     those problems' manifests and acceptance sets, and ``tests/``'s own modules.  Never
     ``solutions/``, ``mine/``, hints, the book or another problem's tests.  The one list
     both a graded run's stage and the Gradescope bundle are made of."""
-    ids = {p.id for p in problems}
-    package = root / "workbook"
+    package = ROOT / "workbook"
     files = [q for q in package.rglob("*.py") if "__pycache__" not in q.parts]
-    files += [package / "problems" / f"{pid}.toml" for pid in sorted(ids)]
-    files += list((root / "tests").glob("*.py"))
+    files += [package / "problems" / f"{p.id}.toml" for p in problems]
+    files += list((ROOT / "tests").glob("*.py"))
     for p in problems:
-        tests = root / p.tests_dir.relative_to(ROOT)
-        files += [q for q in tests.rglob("*") if q.is_file() and "__pycache__" not in q.parts]
-    return sorted({q.relative_to(root) for q in files})
+        files += [q for q in p.tests_dir.rglob("*")
+                  if q.is_file() and "__pycache__" not in q.parts]
+    return sorted({q.relative_to(ROOT) for q in files})
 
 
 def _bytecode(rel: str, source: bytes) -> tuple[str, bytes] | None:
@@ -171,16 +154,13 @@ def _bytecode(rel: str, source: bytes) -> tuple[str, bytes] | None:
 class Harness:
     """The files that judge one problem, read once: every run of a batch uses the same bytes,
     even if someone edits the repository meanwhile (and their bytecode, compiled once)."""
-    problem_id: str
     files: tuple[tuple[str, bytes], ...]
     bytecode: tuple[tuple[str, bytes], ...] = ()
 
     @classmethod
-    def snapshot(cls, problem: manifest.Problem, root: Path = ROOT) -> "Harness":
-        files = tuple((str(rel), (root / rel).read_bytes())
-                      for rel in staged_files([problem], root))
-        return cls(problem.id, files,
-                   tuple(filter(None, (_bytecode(rel, data) for rel, data in files))))
+    def snapshot(cls, problem: manifest.Problem) -> "Harness":
+        files = tuple((str(rel), (ROOT / rel).read_bytes()) for rel in staged_files([problem]))
+        return cls(files, tuple(filter(None, (_bytecode(rel, data) for rel, data in files))))
 
     @property
     def fingerprint(self) -> str:
@@ -191,26 +171,19 @@ class Harness:
         return digest.hexdigest()[:16]
 
 
-#: Staging directories are named ``workbook-grade-<grader pid>-<random>``.
-STAGE_PREFIX = "workbook-grade-"
-
-
-def remove_stale_stages() -> int:
+def remove_stale_stages() -> None:
     """Delete staging directories left by graders that no longer run (killed with SIGKILL,
-    they could not clean up); return how many went."""
-    removed = 0
+    they could not clean up)."""
     for path in Path(tempfile.gettempdir()).glob(STAGE_PREFIX + "*"):
         pid = path.name[len(STAGE_PREFIX):].split("-")[0]
-        if not pid.isdigit() or int(pid) == os.getpid():
+        if not pid.isdigit():
             continue
         try:
-            os.kill(int(pid), 0)  # no error: its grader is alive
+            os.kill(int(pid), 0)  # no error: its grader is alive (this one, say)
         except ProcessLookupError:
             shutil.rmtree(path, ignore_errors=True)
-            removed += 1
         except PermissionError:
             pass  # alive, someone else's
-    return removed
 
 
 class Stage:
@@ -225,20 +198,16 @@ class Stage:
     def __init__(self, harness: Harness, module: str, source: bytes, uid: int | None,
                  helpers: dict[str, bytes] | None = None) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-")).resolve()
+        self.target = self.dir / "submission" / f"{module}.py"
+        self.work = self.dir / "work"
+        files = {**dict(harness.files + harness.bytecode), "pytest.ini": b"[pytest]\n",
+                 **{f"submission/{rel}": data for rel, data in (helpers or {}).items()},
+                 f"submission/{module}.py": source}
         try:
-            for rel, data in harness.files + harness.bytecode:
-                target = self.dir / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(data)
-            (self.dir / "pytest.ini").write_text("[pytest]\n", "utf-8")
-            self.target = self.dir / "submission" / f"{module}.py"
-            self.target.parent.mkdir()
-            for rel, data in (helpers or {}).items():
-                path = self.target.parent / rel
+            for rel, data in files.items():
+                path = self.dir / rel
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(data)
-            self.target.write_bytes(source)
-            self.work = self.dir / "work"
             self.work.mkdir()
             for path in self.dir.rglob("*"):
                 os.chmod(path, 0o755 if path.is_dir() else 0o644)
@@ -252,17 +221,14 @@ class Stage:
             else:
                 os.chmod(self.dir, 0o700)
         except BaseException:
-            self.cleanup()
+            self.__exit__()
             raise
-
-    def cleanup(self) -> None:
-        shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> "Stage":
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.cleanup()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 # -- isolation ------------------------------------------------------------------------------
@@ -305,156 +271,109 @@ def _hide_list() -> list[tuple[str, str]]:
     return sorted(dict(hide).items(), key=lambda item: item[0].count("/"))
 
 
-_DETECTED: dict[str, Isolation] = {}
-_DETECT_LOCK = threading.Lock()
-
-
-def detect(forbidden: list[Path]) -> Isolation:
-    """The best isolation this machine allows, verified by a probe run inside it.
+def detect(forbidden: list[Path]) -> str:
+    """The best isolation this machine allows (``namespaces``, ``uid`` or ``none``), verified
+    by a probe run inside it.
 
     ``forbidden`` are files the sandboxed code must not read (the reference solutions).
     Raises ``IsolationError`` when running as root but the solutions would be reachable.
     """
-    with _DETECT_LOCK:
-        key = json.dumps(sorted(map(str, forbidden)))
-        if key in _DETECTED:
-            return _DETECTED[key]
-        if os.geteuid() != 0:  # not root: nothing better is possible; the description says so
-            _DETECTED[key] = Isolation("none", _DESCRIPTIONS["none"])
-            return _DETECTED[key]
-        wanted = os.environ.get("WORKBOOK_SANDBOX")  # force a level (for tests)
-        problems = []
-        for mode in [wanted] if wanted else ["namespaces", "uid"]:
-            iso = Isolation(mode, _DESCRIPTIONS[mode])
-            try:
-                with UidClaim(1 if iso.drops_privileges else 0) as claim:
-                    verdict = _probe(iso, forbidden, (claim.uids or [None])[0])
-            except IsolationError as exc:
-                verdict = str(exc)
-            if verdict is None:
-                _DETECTED[key] = iso
-                return iso
-            problems.append(f"{mode}: {verdict}")
-        raise IsolationError("cannot isolate learner code: " + "; ".join(problems))
+    if os.geteuid() != 0:  # not root: nothing better is possible (the grader warns)
+        return "none"
+    wanted = os.environ.get("WORKBOOK_SANDBOX")  # force a level (for tests)
+    problems = []
+    for mode in [wanted] if wanted else ["namespaces", "uid"]:
+        try:
+            with UidClaim(0 if mode == "none" else 1) as claim:
+                verdict = _probe(mode, forbidden, (claim.uids or [None])[0])
+        except IsolationError as exc:
+            verdict = str(exc)
+        if verdict is None:
+            return mode
+        problems.append(f"{mode}: {verdict}")
+    raise IsolationError("cannot isolate learner code: " + "; ".join(problems))
 
 
-_DESCRIPTIONS = {
-    "namespaces": "root: a uid per run slot, own mount/PID/network namespaces, "
-                  "repository and home hidden",
-    "uid": "root: a uid per run slot, without namespaces",
-    "none": "not root: learner code runs as you (resource limits only; it could read "
-            "solutions/ by path)",
-}
-
-
-def _probe(iso: Isolation, forbidden: list[Path], uid: int | None) -> str | None:
+def _probe(mode: str, forbidden: list[Path], uid: int | None) -> str | None:
     """None if a run at this level works and reads no forbidden file; else why not."""
-    with tempfile.TemporaryDirectory(prefix="workbook-probe-") as tmp:
-        stage_dir = Path(tmp).resolve()
-        work = stage_dir / "work"
-        work.mkdir()
-        if uid is not None:
-            os.chown(stage_dir, 0, uid)
-            os.chmod(stage_dir, 0o750)
-            os.chown(work, uid, uid)
-        paths = [str(p) for p in forbidden]
-        modules = [p.stem for p in forbidden if p.parent.name == "solutions"]
-        argv = [sys.executable, "-I", "-S", "-c", _PROBE, json.dumps(paths),
-                json.dumps(str(ROOT)), json.dumps(modules)]
-        config = _config(iso, uid, stage_dir, work, Limits.for_wall(30), argv)
-        try:
-            out = subprocess.run(_trampoline_argv(config), capture_output=True, timeout=60,
-                                 env=_base_env(work), start_new_session=True)
-        except subprocess.TimeoutExpired:
-            return "the probe did not finish"
-        finally:
-            sweep(uid)
-        if out.returncode != 0:
-            text = (out.stderr or out.stdout).decode("utf-8", "replace").strip()
-            return text.splitlines()[-1] if text else f"exit code {out.returncode}"
-        try:
-            found = json.loads(out.stdout.decode().strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            return "the probe printed nothing useful"
-        if uid is not None and found["uid"] != uid:
-            return f"ran as uid {found['uid']}, not {uid}"
-        if found["readable"]:
-            return (f"the sandbox user can read {found['readable'][0]} "
-                    "(chmod -R o-rwx solutions/, or give it namespaces)")
-        if found["importable"]:
-            return f"the sandbox user can import solutions.{found['importable'][0]}"
+    modules = [p.stem for p in forbidden if p.parent.name == "solutions"]
+    argv = [sys.executable, "-I", "-S", "-c", _PROBE, json.dumps([str(p) for p in forbidden]),
+            json.dumps(str(ROOT)), json.dumps(modules)]
+    with Stage(Harness(()), "probe", b"", uid) as stage:
+        out = run(stage, argv, Limits.for_wall(30), iso=mode, uid=uid)
+    if out.timed_out:
+        return "the probe did not finish"
+    lines = out.output.strip().splitlines()
+    if out.exit_code != 0:
+        return lines[-1] if lines else f"exit code {out.exit_code}"
+    try:
+        found = json.loads(lines[-1])
+    except (ValueError, IndexError):
+        return "the probe printed nothing useful"
+    if uid is not None and found["uid"] != uid:
+        return f"ran as uid {found['uid']}, not {uid}"
+    if found["readable"]:
+        return (f"the sandbox user can read {found['readable'][0]} "
+                "(chmod -R o-rwx solutions/, or give it namespaces)")
+    if found["importable"]:
+        return f"the sandbox user can import solutions.{found['importable'][0]}"
     return None
 
 
 # -- running --------------------------------------------------------------------------------
 
-def _base_env(work: Path) -> dict[str, str]:
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(work), "TMPDIR": str(work),
-        "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "MALLOC_ARENA_MAX": "2", "COLUMNS": "120",
-    }
-    if "WORKBOOK_BOUND" in os.environ:  # the acceptance sets' own knob
-        env["WORKBOOK_BOUND"] = os.environ["WORKBOOK_BOUND"]
-    return env
-
-
-def _config(iso: Isolation, uid: int | None, stage_dir: Path, work: Path, limits: Limits,
-            argv: list[str]) -> dict:
+def _sandboxed(mode: str, uid: int | None, stage: Stage, limits: Limits,
+                argv: list[str]) -> list[str]:
+    """The command that runs ``argv`` on ``stage`` inside the sandbox."""
     nproc = limits.processes
     if uid is None:  # RLIMIT_NPROC counts every process of the user: leave room for theirs
-        nproc += _tasks_of(os.getuid())
-    return {
-        "mode": iso.mode, "uid": uid, "gid": uid, "work": str(work),
+        nproc += sum(int(status.get("Threads", "1")) for _, status in _statuses(os.getuid()))
+    namespaces = mode == "namespaces"
+    config = {
+        "mode": mode, "uid": uid, "gid": uid, "work": str(stage.work),
         "work_size": limits.work_size,
-        "hide": _hide_list() if iso.mode == "namespaces" else [],
+        "hide": _hide_list() if namespaces else [],
         "expose": sorted({os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix),
-                          str(stage_dir)}) if iso.mode == "namespaces" else [],
-        "limits": {"cpu": [limits.cpu, limits.cpu + 5], "memory": limits.memory,
-                   "processes": nproc, "file_size": limits.file_size,
-                   "open_files": limits.open_files},
+                          str(stage.dir)}) if namespaces else [],
+        "limits": {"RLIMIT_CPU": [limits.cpu, limits.cpu + 5], "RLIMIT_AS": [limits.memory] * 2,
+                   "RLIMIT_NPROC": [nproc] * 2, "RLIMIT_FSIZE": [limits.file_size] * 2,
+                   "RLIMIT_NOFILE": [limits.open_files] * 2, "RLIMIT_CORE": [0, 0]},
         "argv": argv,
     }
-
-
-def _trampoline_argv(config: dict) -> list[str]:
     return [sys.executable, "-I", "-S", "-B", str(TRAMPOLINE), json.dumps(config)]
 
-
-#: pytest started inside the sandbox: the stage first on sys.path, nothing from the grader's.
-_LAUNCH = ("import sys; root = sys.argv.pop(1); sys.path.insert(0, root); "
-           "sys.path.append(root + '/submission'); import pytest; "
-           "raise SystemExit(pytest.main(sys.argv[1:]))")
 
 _LIVE: set[subprocess.Popen] = set()  # runs in progress, for kill_all()
 _LIVE_LOCK = threading.Lock()
 
 
-def run(stage: Stage, pytest_args: list[str], limits: Limits, *, iso: Isolation,
-        uid: int | None) -> Outcome:
-    """Run pytest with ``pytest_args`` on ``stage`` inside the sandbox, as ``uid`` (claimed
-    with ``UidClaim``; None when not root); never raises for anything the learner code
-    does."""
+def run(stage: Stage, argv: list[str], limits: Limits, *, iso: str, uid: int | None) -> Outcome:
+    """Run ``argv`` (pytest, or the probe) on ``stage`` inside the sandbox (``iso``: what
+    ``detect`` found), as ``uid`` (claimed with ``UidClaim``; None when not root); never
+    raises for anything the learner code does."""
     started = time.monotonic()
     key = secrets.token_bytes(32)
+    token = secrets.token_hex(12)  # marks every process of this run (found by sweep)
     report_r, report_w = os.pipe()
     key_r, key_w = os.pipe()
     out_r, out_w = os.pipe()
     os.write(key_w, key)
     os.close(key_w)
-    argv = [sys.executable, "-I", "-B", "-c", _LAUNCH, str(stage.dir), *pytest_args]
-    env = {**_base_env(stage.work), "WORKBOOK_REPORT_FD": str(report_w),
-           "WORKBOOK_KEY_FD": str(key_r)}
-    config = _config(iso, uid, stage.dir, stage.work, limits, argv)
-    token = secrets.token_hex(12)  # marks every process of this run (found by sweep)
-    env["WORKBOOK_SANDBOX_RUN"] = token
+    work = str(stage.work)
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": work, "TMPDIR": work,
+           "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "MALLOC_ARENA_MAX": "2", "COLUMNS": "120",
+           "WORKBOOK_REPORT_FD": str(report_w), "WORKBOOK_KEY_FD": str(key_r),
+           "WORKBOOK_SANDBOX_RUN": token}
+    if "WORKBOOK_BOUND" in os.environ:  # the acceptance sets' own knob
+        env["WORKBOOK_BOUND"] = os.environ["WORKBOOK_BOUND"]
     sweep(uid)  # a grader killed earlier may have left this uid busy
     reader = ReportReader(report_r, key)
     drain = OutputDrain(out_r)
     try:
-        proc = subprocess.Popen(_trampoline_argv(config), stdin=subprocess.DEVNULL,
-                                stdout=out_w, stderr=out_w, pass_fds=(report_w, key_r),
-                                env=env, start_new_session=True)
+        proc = subprocess.Popen(_sandboxed(iso, uid, stage, limits, argv),
+                                stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w,
+                                pass_fds=(report_w, key_r), env=env, start_new_session=True)
     finally:
         for fd in (report_w, key_r, out_w):
             os.close(fd)
@@ -462,41 +381,33 @@ def run(stage: Stage, pytest_args: list[str], limits: Limits, *, iso: Isolation,
         _LIVE.add(proc)
     reader.start()
     drain.start()
-    outcome = Outcome(records=[])
     try:
-        outcome.timed_out = _watch(proc, reader, limits, started)
+        timed_out = _watch(proc, reader, limits, started)
     finally:
         _kill_group(proc)
         proc.wait()
         with _LIVE_LOCK:
             _LIVE.discard(proc)
-        outcome.leftovers = sweep(uid, token, grace=3.0)
+        leftovers = sweep(uid, token, grace=3.0)
         reader.join(10)
         drain.join(10)
         if reader.is_alive() or drain.is_alive():  # something still holds a pipe open
-            outcome.leftovers += sweep(uid, token)
+            leftovers += sweep(uid, token)
             reader.join(5)
             drain.join(5)
-    code = outcome.exit_code = proc.returncode  # never None: proc.wait() returned
-    if code < 0 or (code > 128 and code != 255):  # killed, or the trampoline's 128 + signal
-        outcome.signal = -code if code < 0 else code - 128
+    code = proc.returncode  # never None: proc.wait() returned
+    sandbox_error = None
     if code == 125 and not reader.records:
         # The trampoline failed before pytest started (a learner's own exit code 125 comes
         # after the authenticated "start" record, so it cannot pose as this).
         lines = [ln for ln in drain.text().splitlines() if ln.startswith("workbook sandbox:")]
-        outcome.sandbox_error = lines[-1] if lines else "the sandbox could not start the run"
-    outcome.records = list(reader.records)
-    outcome.forged = reader.forged
-    outcome.violation = reader.violation
-    outcome.output = drain.text()
-    outcome.output_bytes = drain.total
-    outcome.seconds = time.monotonic() - started
-    return outcome
-
-
-#: Seconds a run may take to exit after reporting its end (then it is stopped: a stray
-#: non-daemon thread must not cost the whole wall-clock limit).
-EXIT_GRACE = 5.0
+        sandbox_error = lines[-1] if lines else "the sandbox could not start the run"
+    return Outcome(
+        records=list(reader.records), forged=reader.forged, violation=reader.violation,
+        timed_out=timed_out, exit_code=code, output=drain.text(), output_bytes=drain.total,
+        # killed, or the trampoline's 128 + signal
+        signal=-code if code < 0 else code - 128 if code > 128 and code != 255 else None,
+        seconds=time.monotonic() - started, leftovers=leftovers, sandbox_error=sandbox_error)
 
 
 def _watch(proc: subprocess.Popen, reader: "ReportReader", limits: Limits,
@@ -522,10 +433,8 @@ def _watch(proc: subprocess.Popen, reader: "ReportReader", limits: Limits,
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def kill_all() -> None:
@@ -549,31 +458,19 @@ def _each_process(name: str):
                 continue
 
 
-def _processes(uid: int) -> dict[int, str]:
-    """``pid -> state letter`` of every process whose real uid is ``uid``."""
-    found = {}
+def _statuses(uid: int):
+    """``(pid, fields of /proc/PID/status)`` of every process whose real uid is ``uid``."""
     for pid, status in _each_process("status"):
         fields = dict(line.split(":", 1) for line in status.decode("utf-8", "replace")
                       .splitlines() if ":" in line)
         if int(fields.get("Uid", "-1").split()[0]) == uid:
-            found[pid] = fields.get("State", "?").split()[0]
-    return found
+            yield pid, fields
 
 
 def processes_of(uid: int) -> list[int]:
     """Live (non-zombie) processes whose real uid is ``uid``."""
-    return [pid for pid, state in _processes(uid).items() if state not in ("Z", "X")]
-
-
-def _tasks_of(uid: int) -> int:
-    """Processes and threads of ``uid`` (what RLIMIT_NPROC counts)."""
-    count = 0
-    for pid in _processes(uid):
-        try:
-            count += len(os.listdir(f"/proc/{pid}/task"))
-        except OSError:
-            pass
-    return count
+    return [pid for pid, fields in _statuses(uid)
+            if fields.get("State", "?").split()[0] not in ("Z", "X")]
 
 
 def processes_marked(token: str) -> list[int]:
@@ -589,27 +486,22 @@ def sweep(uid: int | None, token: str | None = None, grace: float = 0.0) -> int:
     root) processes are found by the run's mark in their environment.  ``grace``: seconds
     to let processes already killed with their group finish dying before they count."""
     if uid is not None:
-        find = lambda: processes_of(uid)  # noqa: E731
+        find = functools.partial(processes_of, uid)
     elif token:
-        find = lambda: processes_marked(token)  # noqa: E731
+        find = functools.partial(processes_marked, token)
     else:
         return 0
-    found = find()
+    found, seen = find(), set()
     settle = time.monotonic() + grace
-    while found and time.monotonic() < settle:
+    deadline = settle + 10
+    while found and time.monotonic() < deadline:
+        if time.monotonic() >= settle:
+            seen.update(found)
+            for pid in found:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
         time.sleep(0.02)
         found = find()
-    seen = set(found)
-    deadline = time.monotonic() + 10
-    while found and time.monotonic() < deadline:
-        for pid in found:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        time.sleep(0.05)
-        found = find()
-        seen |= set(found)
     return len(seen)
 
 
@@ -627,30 +519,14 @@ class ReportReader(threading.Thread):
         self.imported = threading.Event()  # the learner file has been imported (or failed)
         self.ended_at: float | None = None  # when the run reported its end
         self.wake = threading.Event()      # set on either of those (and by the run's exit)
-        self._next = 0
 
     def run(self) -> None:
-        pending = b""
-        skipping = False
-        try:
-            while True:
-                chunk = os.read(self.fd, 65536)
-                if not chunk:
-                    break
-                lines = (pending + chunk).split(b"\n")
-                pending = lines.pop()
-                for line in lines:
-                    if skipping:  # the tail of an over-long line
-                        skipping = False
-                        self.forged += 1
-                        continue
+        with open(self.fd, "rb") as pipe:
+            overlong = False
+            for line in iter(functools.partial(pipe.readline, LINE_MAX), b""):
+                if not overlong:  # the rest of an over-long line is read, never stored
                     self.feed(line)
-                if len(pending) > LINE_MAX:
-                    pending, skipping = b"", True
-            if pending and not skipping:
-                self.feed(pending)
-        finally:
-            os.close(self.fd)
+                overlong = not line.endswith(b"\n")
 
     def feed(self, line: bytes) -> None:
         if not line.strip():
@@ -662,10 +538,9 @@ class ReportReader(threading.Thread):
         seq, record = decoded
         if self.violation:
             return
-        if seq != self._next:
-            self.violation = f"report record {seq} arrived where {self._next} was due"
+        if seq != len(self.records):
+            self.violation = f"report record {seq} arrived where {len(self.records)} was due"
             return
-        self._next += 1
         self.records.append(record)
         if isinstance(record, (protocol.Collected, protocol.ImportFailed)):
             self.imported.set()
@@ -685,18 +560,11 @@ class OutputDrain(threading.Thread):
         self.total = 0
 
     def run(self) -> None:
-        try:
-            while True:
-                chunk = os.read(self.fd, 1 << 16)
-                if not chunk:
-                    break
+        with open(self.fd, "rb", buffering=0) as pipe:
+            for chunk in iter(functools.partial(pipe.read, 1 << 16), b""):
                 self.total += len(chunk)
                 self.tail += chunk
                 del self.tail[:-OUTPUT_TAIL]
-        finally:
-            os.close(self.fd)
 
     def text(self) -> str:
         return bytes(self.tail).decode("utf-8", "replace")
-
-

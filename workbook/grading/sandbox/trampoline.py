@@ -26,7 +26,6 @@ def _libc():
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
                            ctypes.c_char_p]
-    libc.unshare.argtypes = [ctypes.c_int]
     libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
                            ctypes.c_ulong]
     return libc
@@ -100,12 +99,7 @@ def _become_learner(libc, config: dict) -> None:
         os.setresuid(config["uid"], config["uid"], config["uid"])
     _syscall_ok(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl")
     _die_with_parent(libc)  # after setuid: a change of credentials clears it
-    limits = config["limits"]
-    for name, value in (("RLIMIT_CPU", limits["cpu"]), ("RLIMIT_AS", limits["memory"]),
-                        ("RLIMIT_NPROC", limits["processes"]),
-                        ("RLIMIT_FSIZE", limits["file_size"]),
-                        ("RLIMIT_NOFILE", limits["open_files"]), ("RLIMIT_CORE", 0)):
-        soft, hard = value if isinstance(value, list) else (value, value)
+    for name, (soft, hard) in config["limits"].items():  # "RLIMIT_CPU": [soft, hard], ...
         resource.setrlimit(getattr(resource, name), (soft, hard))
     # Past the file-size limit a write fails with EFBIG instead of killing the process.
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -130,15 +124,11 @@ def trampoline(config: dict) -> None:
     if init:
         _, status = os.waitpid(init, 0)
         _exit_like(status)
-    try:
-        _die_with_parent(libc)
-        _build_view(libc, config)
-        learner = os.fork()
-        if learner == 0:
-            _become_learner(libc, config)
-    except BaseException as exc:  # noqa: BLE001 - report and leave; nothing ran yet
-        os.write(2, f"workbook sandbox: {exc}\n".encode())
-        os._exit(125)
+    _die_with_parent(libc)  # a failure from here to the exec leaves through __main__'s 125
+    _build_view(libc, config)
+    learner = os.fork()
+    if learner == 0:
+        _become_learner(libc, config)
     # PID 1: reap every orphan until the run itself ends.  When PID 1 exits, the kernel
     # kills every process left in the namespace -- no orphan can outlive the run.
     while True:
@@ -146,8 +136,6 @@ def trampoline(config: dict) -> None:
             pid, status = os.wait()
         except ChildProcessError:
             os._exit(125)
-        except InterruptedError:
-            continue
         if pid == learner:
             _exit_like(status)
 
