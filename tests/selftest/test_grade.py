@@ -142,6 +142,13 @@ def test_an_honest_run_passes_the_crosscheck_whole():
     assert [r.event for r in verdict.accepted] == ["test", "test", "test", "end"]
 
 
+def test_a_note_from_the_first_test_is_part_of_an_honest_run():
+    records = _honest_run()
+    records.insert(5, protocol.from_dict({"event": "note", "text": "latency 1 ms"}))
+    verdict = protocol.honest_order(records, TRUSTED)
+    assert verdict.ended and verdict.violation is None, verdict.violation
+
+
 @pytest.mark.parametrize("index,record,why", [
     ("i5", {"event": "test", "nodeid": "t.py::test_b", "checkpoint": "p01.fifo",
             "outcome": "passed"}, "where 't.py::test_a' was due"),
