@@ -28,8 +28,10 @@ from workbook.testkit import (BOUND, PARKED_CPU, DaemonThread, fail, interrupt_t
                               kernel_state, run_hooked, stacks, start_daemon,
                               thread_cpu_seconds, wait_until)
 
-#: One observation window, in seconds.
-WINDOW = 0.05
+#: One observation window, in seconds: a thread quiet for one whole window is parked.  The
+#: kernel state (not runnable) and the wake-up count make a short window safe on a busy box:
+#: a thread waiting for the GIL or its CPU is runnable or wakes every few milliseconds.
+WINDOW = 0.025
 #: Wake-ups a parked thread may make in one window (a timed safety-net wait, say).
 QUIET_SWITCHES = 2
 #: Evidence of spinning or polling: CPU seconds, or wake-ups, used without ever parking.
