@@ -149,6 +149,13 @@ def test_a_note_from_the_first_test_is_part_of_an_honest_run():
     assert verdict.ended and verdict.violation is None, verdict.violation
 
 
+def test_a_record_after_the_end_is_a_departure_and_is_not_kept():
+    records = _honest_run() + [protocol.from_dict({"event": "note", "text": "late"})]
+    verdict = protocol.honest_order(records, TRUSTED)
+    assert "a 'note' record after the run ended" in verdict.violation
+    assert [r.event for r in verdict.accepted] == ["test", "test", "test", "end"]
+
+
 @pytest.mark.parametrize("index,record,why", [
     ("i5", {"event": "test", "nodeid": "t.py::test_b", "checkpoint": "p01.fifo",
             "outcome": "passed"}, "where 't.py::test_a' was due"),

@@ -169,7 +169,9 @@ def honest_order(records: list[Record], trusted: list[tuple[str, str]]) -> Verdi
     phase, items, tests = "start", [], 0
     for rec in records:
         bad = None
-        if isinstance(rec, Start):
+        if phase == "ended":
+            bad = f"a {rec.event!r} record after the run ended"
+        elif isinstance(rec, Start):
             bad = "the run started twice" if phase != "start" else None
             phase = "configured"
         elif phase == "start":
@@ -211,6 +213,7 @@ def honest_order(records: list[Record], trusted: list[tuple[str, str]]) -> Verdi
             elif phase not in ("tests", "configured", "items"):
                 bad = "the run ended before collecting"
             verdict.ended = bad is None
+            phase = "ended"
         if bad:
             verdict.violation = bad
             break
