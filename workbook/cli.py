@@ -184,11 +184,11 @@ def _json(results: list[Result]) -> dict:
         named = Counter(name for r in results
                         for name in {cp.pitfall for cp in r.checkpoints if cp.pitfall})
         doc["pitfall_runs"] = dict(named)  # in how many runs each pitfall was named
-        doc["stuck_verdicts"] = sum(cp.stuck for r in results for cp in r.checkpoints)
-        doc["each_run"] = [{"seconds": round(r.seconds, 2), "stuck": sum(cp.stuck for cp in
-                                                                         r.checkpoints),
+        doc["each_run"] = [{"seconds": round(r.seconds, 2),
+                            "stuck": sum(cp.stuck for cp in r.checkpoints),
                             "failed": [cp.id for cp in r.checkpoints if cp.status != "passed"],
                             "import_error": r.import_error is not None} for r in results]
+        doc["stuck_verdicts"] = sum(each["stuck"] for each in doc["each_run"])
     return doc
 
 

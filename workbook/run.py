@@ -143,7 +143,7 @@ def run_check(problem: manifest.Problem, target: Path, *, time_limit: float | No
             proc = subprocess.Popen(
                 pytest_command(problem, target, report, python), cwd=ROOT,
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                env=_child_env(env), start_new_session=True,
+                env=child_env(env), start_new_session=True,
             )
             killed = _wait(proc, limit)
         records = _read_report(report)
@@ -154,7 +154,9 @@ def run_check(problem: manifest.Problem, target: Path, *, time_limit: float | No
     return result
 
 
-def _child_env(extra: dict | None) -> dict:
+def child_env(extra: dict | None = None) -> dict:
+    """The environment of a check's pytest process: this harness importable, only the
+    plugins it names, ``extra`` on top."""
     env = dict(os.environ)
     env.pop("PYTEST_ADDOPTS", None)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -296,7 +298,7 @@ def iter_check(problem: manifest.Problem, target: Path, *, time_limit: float | N
             proc = subprocess.Popen(
                 pytest_command(problem, target, report, python), cwd=ROOT,
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                env=_child_env(env), start_new_session=True,
+                env=child_env(env), start_new_session=True,
             )
             killed = False
             partial = b""

@@ -312,14 +312,16 @@ def add_stuck_hook(hook: Callable[["Snapshot"], list[str]]) -> None:
 
 # x86_64 and aarch64 system call numbers of the blocking calls we understand.
 _SYSCALLS = {
-    "x86_64": {0: "read", 1: "write", 44: "sendto", 46: "sendmsg", 7: "poll", 23: "select", 35: "nanosleep", 45: "recvfrom",
-               47: "recvmsg", 43: "accept", 288: "accept4", 202: "futex", 230: "clock_nanosleep",
-               232: "epoll_wait", 281: "epoll_pwait", 441: "epoll_pwait2", 270: "pselect6",
-               271: "ppoll", 61: "wait4", 247: "waitid", 34: "pause", 130: "rt_sigsuspend"},
-    "aarch64": {63: "read", 64: "write", 206: "sendto", 211: "sendmsg", 207: "recvfrom", 212: "recvmsg", 202: "accept", 242: "accept4",
-                98: "futex", 101: "nanosleep", 115: "clock_nanosleep", 22: "epoll_pwait",
-                441: "epoll_pwait2", 72: "pselect6", 73: "ppoll", 260: "wait4", 95: "waitid",
-                133: "rt_sigsuspend"},
+    "x86_64": {0: "read", 1: "write", 7: "poll", 23: "select", 34: "pause", 35: "nanosleep",
+               43: "accept", 44: "sendto", 45: "recvfrom", 46: "sendmsg", 47: "recvmsg",
+               61: "wait4", 130: "rt_sigsuspend", 202: "futex", 230: "clock_nanosleep",
+               232: "epoll_wait", 247: "waitid", 270: "pselect6", 271: "ppoll",
+               281: "epoll_pwait", 288: "accept4", 441: "epoll_pwait2"},
+    "aarch64": {22: "epoll_pwait", 63: "read", 64: "write", 72: "pselect6", 73: "ppoll",
+                95: "waitid", 98: "futex", 101: "nanosleep", 115: "clock_nanosleep",
+                133: "rt_sigsuspend", 202: "accept", 206: "sendto", 207: "recvfrom",
+                211: "sendmsg", 212: "recvmsg", 242: "accept4", 260: "wait4",
+                441: "epoll_pwait2"},
 }.get(os.uname().machine if hasattr(os, "uname") else "", {})
 _INFINITE_MS = (0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF)
 _SELECT_CALLS = ("epoll_wait", "epoll_pwait", "epoll_pwait2", "poll", "ppoll", "select",
@@ -440,7 +442,7 @@ class _NoCollection:
     """The garbage collector held off for a block.  On 3.11 an allocation may start a
     collection, and a collection may run finalizers that let go of the GIL (a socket's
     ``close()`` does) or take the runtime's thread-list lock.  Inside ``sys._current_frames``
-    (which holds that lock) this deadlocks (CPython gh-106883, never fixed in 3.11); inside a
+    (which holds that lock) this deadlocks (CPython gh-106883; 3.11.7 has it); inside a
     frame walk it lets the thread being walked move on and free the frames still to be read
     (a segfault).  Both were seen here, in runs where threads and sockets end by the dozen."""
 
@@ -888,16 +890,15 @@ class Verdict:
         return "\n".join(self.lines)
 
 
-def _take_snapshot(me: int, deadline: float) -> tuple[Snapshot, str]:
-    """A look at every thread that could move, and why the check could still move ("" when
-    nothing can)."""
+def _take_snapshot(me: int, deadline: float) -> tuple[Snapshot, str, bool]:
+    """A look at every thread that could move, why the check could still move ("" when
+    nothing can), and whether another bounded wait ends sooner (its own detector decides)."""
     frames = stacks()
     with _watchers_lock:
         watchers = dict(_watchers)
-    why = ""
-    for ident, their_deadline in watchers.items():
-        if ident != me and their_deadline < deadline and ident in frames:
-            why = "another bounded wait ends sooner"
+    sooner = any(ident != me and their_deadline < deadline and ident in frames
+                 for ident, their_deadline in watchers.items())
+    why = "another bounded wait ends sooner" if sooner else ""
     looks = []
     for thread in threading.enumerate():
         ident = thread.ident
@@ -911,7 +912,7 @@ def _take_snapshot(me: int, deadline: float) -> tuple[Snapshot, str]:
         looks.append(look)
     if not why and _children_alive():
         why = "a child process is alive"
-    return Snapshot(looks, time.monotonic()), why
+    return Snapshot(looks, time.monotonic()), why, sooner
 
 
 def _lock_waited(look: ThreadLook):
@@ -1028,9 +1029,9 @@ class _Watch:
     def step(self) -> tuple[str, Any] | None:
         """One look.  ("stuck", Verdict) or ("guard", (_Guard, Verdict)) once confirmed."""
         self._sample_cpu()
-        snap, why = _take_snapshot(self.me, self.deadline)
+        snap, why, sooner = _take_snapshot(self.me, self.deadline)
         dead = _deadlocked(snap)
-        hog = _hogging(snap) if why.startswith("thread '") else None
+        hog = _hogging(snap) if why and not sooner else None
         if hog is None or hog[0] != self.hog:
             self.hog, self.hog_at = (hog[0] if hog else None), snap.at
         elif snap.at - self.hog_at >= HOLD_CONFIRM and not _children_alive():
@@ -1085,8 +1086,7 @@ class _Watch:
 
     def _sample_cpu(self) -> None:
         """Where CPU goes while we wait: per thread, its learner line at each look.  Only the
-        threads whose clock moved are walked (a walk of another thread's frames is the one
-        risky thing the detector does on 3.11: see ``stacks``)."""
+        threads whose clock moved are walked: the others add nothing to where CPU goes."""
         hot: list[tuple[int, threading.Thread]] = []
         for thread in threading.enumerate():
             ident = thread.ident

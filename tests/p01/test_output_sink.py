@@ -656,8 +656,8 @@ def test_a_sleeping_consumer_returns_as_soon_as_an_item_is_put(impl, lt):
     median = statistics.median(latencies)
     note(f"wakeup latency: median {median * 1000:.2f} ms, slowest {max(latencies) * 1000:.1f} ms")
     check(median < 0.005, f"a consumer asleep in get_batch took {median * 1000:.0f} ms (median "
-          f"of {len(latencies)}) to return an item put by another thread: it must return as soon as an item "
-          "is available, not when it next looks")
+          f"of {len(latencies)}) to return an item put by another thread: it must return as "
+          "soon as an item is available, not when it next looks")
 
 
 @pytest.mark.checkpoint("p01.pingpong")

@@ -72,10 +72,13 @@ def quiet(thread: threading.Thread, window: float = WINDOW) -> bool:
     CPU to speak of, no wake-ups, not runnable at the end."""
     before = usage(thread)
     time.sleep(window)  # an observation window, not a proof of state: the usage is the proof
-    after = usage(thread)
-    if before is None or after is None:
-        return False
-    return (after[0] - before[0] <= PARKED_CPU and after[1] - before[1] <= QUIET_SWITCHES
+    return _at_rest(thread, before, usage(thread))
+
+
+def _at_rest(thread: threading.Thread, before, after) -> bool:
+    """Between two ``usage`` samples: no CPU to speak of, no wake-ups, not runnable now."""
+    return (before is not None and after is not None
+            and after[0] - before[0] <= PARKED_CPU and after[1] - before[1] <= QUIET_SWITCHES
             and kernel_state(thread) != "R")
 
 
@@ -96,10 +99,7 @@ class Quiet:
         if now - self.at >= WINDOW:
             after = usage(self.thread)
             before, self.sample, start, self.at = self.sample, after, self.at, now
-            still = (before is not None and after is not None
-                     and after[0] - before[0] <= PARKED_CPU
-                     and after[1] - before[1] <= QUIET_SWITCHES
-                     and kernel_state(self.thread) != "R")
+            still = _at_rest(self.thread, before, after)
             self.quiet_from = (self.quiet_from or start) if still else None
         return 0.0 if self.quiet_from is None else now - self.quiet_from
 

@@ -97,15 +97,13 @@ def test_a_missing_notify_names_the_parked_thread_and_the_condition_it_waits_on(
 def test_a_thread_that_sleeps_holding_the_lock_others_wait_for_is_named_with_its_lines(tmp_path):
     """The many-producers test of spin_holding_lock (its other tests fail sooner, on their
     own evidence): one thread sleeps inside `with self._lock`, six wait for the lock."""
-    import os
     import subprocess
-    import sys
     problem = manifest.get("p03")
     path = problem.pitfall_file("spin_holding_lock")
     command = run.pytest_command(problem, path, tmp_path / "report.jsonl")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    out = subprocess.run([*command, "-k", "many_producers", "--tb=short"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=120).stdout
+    out = subprocess.run([*command, "-k", "many_producers", "--tb=short"], cwd=ROOT,
+                         env=run.child_env(), capture_output=True, text=True,
+                         timeout=120).stdout
     found = re.search(r"thread '([^']+)' keeps `self\._lock` \(taken at line (\d+) in "
                       r"BoundedBlockingQueue\.(put|take)\(\)\) and never lets go, while "
                       r"6 thread\(s\) wait for it", out)
