@@ -177,7 +177,7 @@ def _timed(thread_fn, timeout: float, wake: bool, q) -> tuple[object, float, boo
     sending it do-nothing wakeups until it returns or the window below closes.
 
     Returns (result, seconds it took, finished inside the window)."""
-    window = timeout + max(1.0, BOUND / 5)  # the reference needs `timeout` plus scheduling
+    window = timeout + max(0.6, BOUND / 8)  # the reference needs `timeout` plus scheduling
     started = time.monotonic()
     worker = start_daemon(thread_fn)
     conds = conditions(q) if wake else []
