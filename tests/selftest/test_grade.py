@@ -17,6 +17,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -187,6 +188,17 @@ def test_sandbox_uids_claimed_by_one_grader_are_never_handed_to_another():
         with sandbox.UidClaim(1) as again:
             assert again.uids[0] not in second.uids
             assert again.uids[0] <= min(first.uids)
+
+
+def test_a_run_that_starts_while_the_grader_is_interrupted_is_killed_at_once(monkeypatch):
+    monkeypatch.setattr(sandbox, "_STOPPING", threading.Event())
+    sandbox.kill_all()  # the interrupt comes between a worker's last check and its run
+    with sandbox.UidClaim(0 if ISOLATION == "none" else 1) as claim:
+        uid = (claim.uids or [None])[0]
+        with sandbox.Stage(sandbox.Harness(()), "x", b"", uid) as stage:
+            out = sandbox.run(stage, [sys.executable, "-c", "import time; time.sleep(60)"],
+                              sandbox.Limits.for_wall(60), iso=ISOLATION, uid=uid)
+    assert out.signal == signal.SIGKILL and out.timed_out is None and out.seconds < 20
 
 
 def test_a_run_is_staged_with_its_problem_and_the_harness_package_only():

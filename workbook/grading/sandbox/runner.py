@@ -345,6 +345,7 @@ def _sandboxed(mode: str, uid: int | None, stage: Stage, limits: Limits,
 
 _LIVE: set[subprocess.Popen] = set()  # runs in progress, for kill_all()
 _LIVE_LOCK = threading.Lock()
+_STOPPING = threading.Event()  # kill_all() was called: a run that starts after it dies at once
 
 
 def run(stage: Stage, argv: list[str], limits: Limits, *, iso: str, uid: int | None) -> Outcome:
@@ -379,6 +380,8 @@ def run(stage: Stage, argv: list[str], limits: Limits, *, iso: str, uid: int | N
             os.close(fd)
     with _LIVE_LOCK:
         _LIVE.add(proc)
+    if _STOPPING.is_set():  # started while kill_all() ran, which may not have seen it
+        _kill_group(proc)
     reader.start()
     drain.start()
     try:
@@ -438,7 +441,9 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def kill_all() -> None:
-    """Kill every run in progress (the grader is being interrupted)."""
+    """Kill every run in progress, and any that starts from now on (the grader is being
+    interrupted)."""
+    _STOPPING.set()
     with _LIVE_LOCK:
         running = list(_LIVE)
     for proc in running:
