@@ -104,6 +104,21 @@ def _reader() -> sandbox.ReportReader:
     return sandbox.ReportReader(-1, KEY)  # fed by hand: its thread never starts
 
 
+def test_a_test_record_keeps_its_cause_and_stuck_count_through_the_pipe():
+    reader = _reader()
+    reader.feed(_line(0, {"event": "test", "outcome": "failed", "cause": "stuck at f.py:3",
+                          "stuck": 2}))
+    assert reader.records[0].cause == "stuck at f.py:3" and reader.records[0].stuck == 2
+    trusted = [(n, c) for n, c in battery.collection_order(P01) if c == "p01.fifo"][:1]
+    records = [protocol.Start(), protocol.Collected(1), protocol.Item(*trusted[0]),
+               protocol.TestDone(*trusted[0], outcome="failed", cause="E @ f.py:3", stuck=1),
+               protocol.End()]
+    entry = judging.judge(P01, sandbox.Outcome(records=records), trusted,
+                          sandbox.Limits.for_wall(90), "a.py", Path("/x"), Path("/x/t.py"))
+    fifo = next(cp for cp in entry.checkpoints if cp.id == "p01.fifo")
+    assert (fifo.cause, fifo.stuck) == ("E @ f.py:3", 1)
+
+
 def test_a_report_line_without_the_key_is_counted_as_forged_and_ignored():
     reader = _reader()
     reader.feed(_line(0, {"event": "start"}))
