@@ -17,6 +17,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -103,6 +104,21 @@ def _reader() -> sandbox.ReportReader:
     return sandbox.ReportReader(-1, KEY)  # fed by hand: its thread never starts
 
 
+def test_a_test_record_keeps_its_cause_and_stuck_count_through_the_pipe():
+    reader = _reader()
+    reader.feed(_line(0, {"event": "test", "outcome": "failed", "cause": "stuck at f.py:3",
+                          "stuck": 2}))
+    assert reader.records[0].cause == "stuck at f.py:3" and reader.records[0].stuck == 2
+    trusted = [(n, c) for n, c in battery.collection_order(P01) if c == "p01.fifo"][:1]
+    records = [protocol.Start(), protocol.Collected(1), protocol.Item(*trusted[0]),
+               protocol.TestDone(*trusted[0], outcome="failed", cause="E @ f.py:3", stuck=1),
+               protocol.End()]
+    entry = judging.judge(P01, sandbox.Outcome(records=records), trusted,
+                          sandbox.Limits.for_wall(90), "a.py", Path("/x"), Path("/x/t.py"))
+    fifo = next(cp for cp in entry.checkpoints if cp.id == "p01.fifo")
+    assert (fifo.cause, fifo.stuck) == ("E @ f.py:3", 1)
+
+
 def test_a_report_line_without_the_key_is_counted_as_forged_and_ignored():
     reader = _reader()
     reader.feed(_line(0, {"event": "start"}))
@@ -187,6 +203,17 @@ def test_sandbox_uids_claimed_by_one_grader_are_never_handed_to_another():
         with sandbox.UidClaim(1) as again:
             assert again.uids[0] not in second.uids
             assert again.uids[0] <= min(first.uids)
+
+
+def test_a_run_that_starts_while_the_grader_is_interrupted_is_killed_at_once(monkeypatch):
+    monkeypatch.setattr(sandbox, "_STOPPING", threading.Event())
+    sandbox.kill_all()  # the interrupt comes between a worker's last check and its run
+    with sandbox.UidClaim(0 if ISOLATION == "none" else 1) as claim:
+        uid = (claim.uids or [None])[0]
+        with sandbox.Stage(sandbox.Harness(()), "x", b"", uid) as stage:
+            out = sandbox.run(stage, [sys.executable, "-c", "import time; time.sleep(60)"],
+                              sandbox.Limits.for_wall(60), iso=ISOLATION, uid=uid)
+    assert out.signal == signal.SIGKILL and out.timed_out is None and out.seconds < 20
 
 
 def test_a_run_is_staged_with_its_problem_and_the_harness_package_only():

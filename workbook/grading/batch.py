@@ -226,41 +226,19 @@ def _run_plan(plan: Plan, book: Gradebook, limits, harness, iso: str, uids: list
     started = time.monotonic()
     stopping = threading.Event()
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # KeyboardInterrupt
-    tty = console.is_terminal
     progress = Progress(SpinnerColumn(), TextColumn("[bold]grading[/bold] {task.description}"),
                         BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         TimeRemainingColumn(), console=console,
-                        disable=args.quiet or not tty)
+                        disable=args.quiet or not console.is_terminal)
     task = progress.add_task("collecting the acceptance sets…", total=len(plan.todo))
     slots = list(uids or [None] * args.jobs)  # each worker thread runs as one claimed uid
     slot = threading.local()
-    lock = threading.Lock()  # guards plan.done and plan.failed, and the log lines
 
-    def work(sub: Submission, p: manifest.Problem, fp: str) -> None:
+    def work(sub: Submission, p: manifest.Problem) -> Entry | None:
         if stopping.is_set():
-            return
+            return None
         progress.update(task, description=f"{sub.name} · {p.id}")
-        try:
-            entry: Entry | None = grade_pair(p, sub, trusted[p.id], harness[p.id], limits[p.id],
-                                             iso, slot.uid)
-        except Exception as exc:  # noqa: BLE001 - the grader's fault: report, go on
-            entry, problem_text = None, f"{type(exc).__name__}: {exc}"
-        if stopping.is_set():
-            return  # killed by the interrupt: not finished, stays pending
-        with lock:
-            plan.done += 1
-            if entry is None:  # left pending: the next run retries it
-                plan.failed.append(f"{sub.name}/{p.id}")
-                line = f"could not grade {sub.name}/{p.id}: {problem_text}"
-            else:
-                book.record(sub.name, p.id, entry, fp)
-                line = (f"{sub.name}/{p.id}: {entry.status} {entry.score}/{entry.max_score}"
-                        + (f" ({entry.reason})" if entry.reason else ""))
-            if not tty and not args.quiet:  # a log line per pair, for CI and LMSs
-                print(f"[{plan.done}/{len(plan.todo)}] {line}", flush=True)
-            elif entry is None:
-                progress.console.print(f"[red]{line}[/red]")
-        progress.advance(task)
+        return grade_pair(p, sub, trusted[p.id], harness[p.id], limits[p.id], iso, slot.uid)
 
     pool = ThreadPoolExecutor(max_workers=args.jobs, thread_name_prefix="grade",
                               initializer=lambda: setattr(slot, "uid", slots.pop()))
@@ -271,9 +249,12 @@ def _run_plan(plan: Plan, book: Gradebook, limits, harness, iso: str, uids: list
                 trusted = dict(zip(wanted, pool.map(
                     lambda p: trusted_collection(p, harness[p.id], iso, slot.uid),
                     wanted.values())))
-                futures = [pool.submit(work, *pair) for pair in plan.todo]
+                # Only this thread records: after an interrupt nothing more is, so a run
+                # the interrupt killed stays pending.
+                futures = {pool.submit(work, sub, p): (sub, p, fp) for sub, p, fp in plan.todo}
                 for future in as_completed(futures):
-                    future.result()
+                    _finished(plan, book, *futures[future], future, progress, args.quiet)
+                    progress.advance(task)
             except BaseException:
                 stopping.set()
                 pool.shutdown(wait=False, cancel_futures=True)
@@ -285,6 +266,24 @@ def _run_plan(plan: Plan, book: Gradebook, limits, harness, iso: str, uids: list
     finally:
         signal.signal(signal.SIGTERM, previous)
         plan.seconds = time.monotonic() - started
+
+
+def _finished(plan: Plan, book: Gradebook, sub: Submission, p: manifest.Problem, fp: str,
+              future, progress: Progress, quiet: bool) -> None:
+    plan.done += 1
+    try:
+        entry = future.result()
+    except Exception as exc:  # noqa: BLE001 - the grader's fault: report, go on
+        entry, line = None, f"could not grade {sub.name}/{p.id}: {type(exc).__name__}: {exc}"
+        plan.failed.append(f"{sub.name}/{p.id}")  # left pending: the next run retries it
+    else:
+        book.record(sub.name, p.id, entry, fp)
+        line = (f"{sub.name}/{p.id}: {entry.status} {entry.score}/{entry.max_score}"
+                + (f" ({entry.reason})" if entry.reason else ""))
+    if not console.is_terminal and not quiet:  # a log line per pair, for CI and LMSs
+        print(f"[{plan.done}/{len(plan.todo)}] {line}", flush=True)
+    elif entry is None:
+        progress.console.print(f"[red]{line}[/red]")
 
 
 def _table(title: str, *columns: str | Column, caption: str | None = None) -> Table:

@@ -94,10 +94,9 @@ def main(argv: list[str]) -> int:
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
         for name, data in sorted(bundle_files(problems).items()):
             info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))
-            executable = name in ("setup.sh", "run_autograder")
-            info.external_attr = (0o100755 if executable else 0o100644) << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(info, data)
+            info.external_attr = (0o100755 if name in ("setup.sh", "run_autograder")
+                                  else 0o100644) << 16
+            zf.writestr(info, data, zipfile.ZIP_DEFLATED)
     atomic_write(args.out, buffer.getvalue())
     Console(highlight=False).print(
         f"wrote {args.out} ({len(buffer.getvalue()) // 1024} KiB): upload it as the autograder "

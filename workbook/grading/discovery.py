@@ -54,11 +54,8 @@ class Submission:
         found: dict[str, bytes] = {}
         total = 0
         folder = path.parent
-        for current, dirs, files in os.walk(folder, followlinks=False):
-            here = Path(current)
-            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS
-                             and (here / d / "__init__.py").is_file())
-            for name in sorted(files):
+        for here, files in _walk(folder, packages_only=True):
+            for name in files:
                 candidate = here / name
                 if not name.endswith(".py") or candidate == path or _refusal(candidate):
                     continue
@@ -134,13 +131,19 @@ def _file_submission(path: Path, problems: list[manifest.Problem]) -> Submission
     return sub
 
 
-def _find(folder: Path, filename: str) -> Path | None:
-    """The shallowest file called ``filename`` under ``folder`` (links not followed)."""
-    found = []
+def _walk(folder: Path, packages_only: bool = False):
+    """``(folder, sorted file names)`` for ``folder`` and its subfolders (links not followed,
+    hidden ones and ``SKIP_DIRS`` left out; ``packages_only``: only packages)."""
     for current, dirs, files in os.walk(folder, followlinks=False):
-        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS]
-        if filename in files:
-            found.append(Path(current) / filename)
+        here = Path(current)
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS
+                         and (not packages_only or (here / d / "__init__.py").is_file()))
+        yield here, sorted(files)
+
+
+def _find(folder: Path, filename: str) -> Path | None:
+    """The shallowest file called ``filename`` under ``folder``."""
+    found = [here / filename for here, files in _walk(folder) if filename in files]
     return min(found, key=lambda path: (len(path.parts), str(path)), default=None)
 
 

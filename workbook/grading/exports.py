@@ -129,41 +129,33 @@ def insight(book: Gradebook) -> dict:
 
 # -- similarity -----------------------------------------------------------------------------
 
-class _Canonical(ast.NodeTransformer):
-    """Docstrings and annotations dropped and every identifier renamed in order of first use:
-    two files that differ only in names, comments, layout or docstrings come out the same."""
-
-    def __init__(self) -> None:
-        self.names: dict[str, str] = {}
-
-    def _name(self, name: str) -> str:
-        return self.names.setdefault(name, f"n{len(self.names)}")
-
-    def generic_visit(self, node: ast.AST) -> ast.AST:
-        scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-        if isinstance(node, (ast.Module, *scopes)) and ast.get_docstring(node, False) is not None:
-            node.body = node.body[1:] or [ast.Pass()]
-        if isinstance(node, scopes):
-            node.name = self._name(node.name)
-        elif isinstance(node, ast.Name):
-            node.id = self._name(node.id)
-        elif isinstance(node, ast.arg):
-            node.arg, node.annotation = self._name(node.arg), None
-        super().generic_visit(node)
-        if isinstance(node, ast.Attribute):  # after its value: ``a.b`` numbers ``a`` first
-            node.attr = self._name(node.attr)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            node.returns = None
-        return node
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+#: The identifier each kind of node carries (definitions: ``name``).
+_NAMED = {ast.Name: "id", ast.arg: "arg", ast.Attribute: "attr",
+          **{kind: "name" for kind in _SCOPES}}
 
 
 def normalised(source: bytes) -> str | None:
-    """The canonical text of a Python file (None if it does not parse)."""
+    """The canonical text of a Python file (None if it does not parse): docstrings and
+    annotations dropped, then every identifier renamed in order of first use, so two files
+    that differ only in names, comments, layout or docstrings come out the same."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return None
-    return ast.unparse(_Canonical().visit(tree))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, *_SCOPES)) and ast.get_docstring(node, False) is not None:
+            node.body = node.body[1:] or [ast.Pass()]
+        if isinstance(node, ast.arg):
+            node.annotation = None
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            node.returns = None
+    names: dict[str, str] = {}
+    for node in ast.walk(tree):
+        attr = _NAMED.get(type(node))
+        if attr:
+            setattr(node, attr, names.setdefault(getattr(node, attr), f"n{len(names)}"))
+    return ast.unparse(tree)
 
 
 def similarity(submissions: list[Submission], problems: list[manifest.Problem], *,

@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import tempfile
-import threading
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
@@ -133,13 +132,13 @@ class Row:
 
 
 class Gradebook:
-    """Rows by submission, one ``Entry`` per problem; saved after each change."""
+    """Rows by submission, one ``Entry`` per problem; saved after each change.  One thread
+    uses it: the batch records every finished pair from its main thread."""
 
     def __init__(self, path: Path, problems: list[manifest.Problem], meta: dict | None = None,
                  fresh: bool = False) -> None:
         self.path = path
         self.problems = problems
-        self._lock = threading.RLock()  # guards rows, meta and the file write
         old = {} if fresh else self._load(path)
         self.rows = {name: Row(name, {pid: Entry.from_json(e)
                                       for pid, e in row["problems"].items()})
@@ -164,19 +163,17 @@ class Gradebook:
                save: bool = True) -> None:
         """``entry`` for this pair, graded now from inputs with this ``fingerprint``."""
         entry.fingerprint, entry.graded_at = fingerprint, now()
-        with self._lock:
-            self.rows.setdefault(name, Row(name)).problems[problem_id] = entry
-            if save:
-                self.save()
+        self.rows.setdefault(name, Row(name)).problems[problem_id] = entry
+        if save:
+            self.save()
 
     def keep_only(self, names: set[str]) -> None:
         self.rows = {n: r for n, r in self.rows.items() if n in names}
 
     def save(self) -> None:
-        with self._lock:
-            self.meta["updated"] = now()
-            atomic_write(self.path, json.dumps(self.to_json(), indent=1,
-                                               ensure_ascii=False).encode("utf-8"))
+        self.meta["updated"] = now()
+        atomic_write(self.path, json.dumps(self.to_json(), indent=1,
+                                           ensure_ascii=False).encode("utf-8"))
 
     def to_json(self) -> dict:
         return {**self.meta, "rows": {

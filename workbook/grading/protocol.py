@@ -21,7 +21,7 @@ from typing import Union, get_args
 #: One record must fit one atomic pipe write (PIPE_BUF is 4096 on Linux), signature included.
 RECORD_MAX = 3800
 #: Text fields are cut to these lengths before sending.
-_CAPS = {"message": 1500, "text": 500, "file": 300}
+_CAPS = {"message": 1500, "cause": 500, "text": 500, "file": 300}
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,8 @@ class TestDone:
     seconds: float = 0.0
     message: str | None = None
     pitfall: str | None = None
+    cause: str | None = None         # failures with the same cause share one diagnosis
+    stuck: int = 0                   # the stuck detector's verdicts in this test
     pytest_outcome: str = "passed"   # "passed" | "failed", from pytest's reports
     event: str = field(default="test", init=False)
 

@@ -236,39 +236,33 @@ class Stage:
 #: What the probe run tries; it prints one JSON line.  ``paths`` are files it must not read.
 _PROBE = r"""
 import json, os, sys
-paths = json.loads(sys.argv[1])
-readable = []
-for p in paths:
+paths, root, names = map(json.loads, sys.argv[1:])
+sys.path.insert(0, root)
+def works(action):
     try:
-        with open(p, "rb"):
-            readable.append(p)
-    except OSError:
-        pass
-sys.path.insert(0, json.loads(sys.argv[2]))
-importable = []
-for name in json.loads(sys.argv[3]):
-    try:
-        __import__("solutions." + name)
-        importable.append(name)
+        action()
+        return True
     except Exception:
-        pass
-print(json.dumps({"uid": os.getuid(), "readable": readable, "importable": importable}))
+        return False
+print(json.dumps({"uid": os.getuid(),
+                  "readable": [p for p in paths if works(lambda: open(p, "rb").close())],
+                  "importable": [n for n in names if works(lambda: __import__("solutions." + n))]}))
 """
 
 
 def _hide_list() -> list[tuple[str, str]]:
     """Directories made empty in the namespace view (mode of the covering tmpfs)."""
-    hide = [(str(ROOT), "755")]
+    hide = {str(ROOT): "755"}
     home = Path.home().resolve()
-    if home != Path("/") and home != ROOT:
-        hide.append((str(home), "755"))
+    if home != Path("/"):
+        hide.setdefault(str(home), "755")
     for shared in ("/tmp", "/var/tmp", "/dev/shm", tempfile.gettempdir()):
-        if os.path.isdir(shared) and os.path.realpath(shared) not in [h for h, _ in hide]:
-            hide.append((os.path.realpath(shared), "1777"))
+        if os.path.isdir(shared):
+            hide.setdefault(os.path.realpath(shared), "1777")
     extra = os.environ.get("WORKBOOK_SANDBOX_HIDE", "")
-    hide += [(os.path.realpath(p), "755") for p in extra.split(os.pathsep) if os.path.isdir(p)]
+    hide.update((os.path.realpath(p), "755") for p in extra.split(os.pathsep) if os.path.isdir(p))
     # Parents before children, so a child's tmpfs lands on top of its parent's.
-    return sorted(dict(hide).items(), key=lambda item: item[0].count("/"))
+    return sorted(hide.items(), key=lambda item: item[0].count("/"))
 
 
 def detect(forbidden: list[Path]) -> str:
@@ -345,6 +339,7 @@ def _sandboxed(mode: str, uid: int | None, stage: Stage, limits: Limits,
 
 _LIVE: set[subprocess.Popen] = set()  # runs in progress, for kill_all()
 _LIVE_LOCK = threading.Lock()
+_STOPPING = threading.Event()  # kill_all() was called: a run that starts after it dies at once
 
 
 def run(stage: Stage, argv: list[str], limits: Limits, *, iso: str, uid: int | None) -> Outcome:
@@ -379,6 +374,8 @@ def run(stage: Stage, argv: list[str], limits: Limits, *, iso: str, uid: int | N
             os.close(fd)
     with _LIVE_LOCK:
         _LIVE.add(proc)
+    if _STOPPING.is_set():  # started while kill_all() ran, which may not have seen it
+        _kill_group(proc)
     reader.start()
     drain.start()
     try:
@@ -438,7 +435,9 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def kill_all() -> None:
-    """Kill every run in progress (the grader is being interrupted)."""
+    """Kill every run in progress, and any that starts from now on (the grader is being
+    interrupted)."""
+    _STOPPING.set()
     with _LIVE_LOCK:
         running = list(_LIVE)
     for proc in running:
