@@ -40,6 +40,10 @@ CANCEL_BOUND = min(BOUND, 2.0)
 #: How long the tests watch an idle loop: it must stay inside one select() call and use
 #: next to no CPU for this long (a loop polling every 0.25 s or faster is seen).
 IDLE_WINDOW = 0.3
+#: How long a test watches a loop that only has to be back asleep (its own subject is
+#: elsewhere): a loop that wakes every 50 ms is still seen; slower polling is the subject of
+#: the no-deadline test, which watches IDLE_WINDOW.
+GLANCE = 0.1
 SETTLE = 0.05
 
 #: The real selector class, captured before any test replaces the name.

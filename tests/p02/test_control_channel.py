@@ -8,7 +8,7 @@ import pytest
 
 from workbook.testkit import BOUND, check, fail, finished, start_daemon
 
-from tests.p02.support import CANCEL_BOUND, PressWatch, pending_bytes
+from tests.p02.support import CANCEL_BOUND, GLANCE, PressWatch, pending_bytes
 
 
 def _nonblocking(sock: socket.socket) -> bool:
@@ -163,7 +163,7 @@ def test_a_notification_byte_without_the_stop_state_does_not_end_the_run(h, net,
                    "stop_requested ends a run, a byte just wakes the loop")
     # Read once, it is asleep again and stays asleep (a loop that did not read the byte
     # would find the reader still readable and spin).
-    h.wait_idle(r, what="the loop after a stray byte")
+    h.wait_idle(r, what="the loop after a stray byte", window=GLANCE)
     h.end(r, control)
 
 
@@ -208,7 +208,7 @@ def test_a_flood_of_notification_bytes_is_read_at_most_4096_bytes_per_wakeup(h, 
     left: list[int] = []  # bytes still unread each time the loop starts a select()
     spy.on_select = lambda: left.append(pending_bytes(reader_fd))
     r = h.start([h.dial("stuck", net.pending)], control)
-    h.wait_idle(r, what="the loop once the flood is read")
+    h.wait_idle(r, what="the loop once the flood is read", window=GLANCE)
     rounds = [a - b for a, b in zip(left, left[1:])]
     check(rounds and max(rounds) <= 4096,
           f"{flood} stray bytes were read {rounds[:6]} bytes per wakeup: drain() once per "

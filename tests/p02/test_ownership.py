@@ -9,7 +9,7 @@ import pytest
 
 from workbook.testkit import BOUND, check, fail, start_daemon
 
-from tests.p02.support import CANCEL_BOUND, is_closed, open_fds
+from tests.p02.support import CANCEL_BOUND, GLANCE, is_closed, open_fds
 
 ORDER_WORDS = ("unregistered after", "never unregistered")
 
@@ -327,7 +327,7 @@ def test_with_no_deadline_the_idle_loop_waits_without_a_timeout_and_does_not_wak
 def test_with_a_deadline_the_loop_sleeps_for_the_remaining_time_in_one_wait(h, net, spy):
     control = h.control()
     r = h.start([h.dial("stuck", net.pending)], control, timeout=30)
-    timeout = h.wait_idle(r, what="the idle loop with a 30 s deadline")
+    timeout = h.wait_idle(r, what="the idle loop with a 30 s deadline", window=GLANCE)
     check(timeout is not None and timeout > 20,
           f"run(timeout=30) sleeps in select(timeout={timeout!r}): wait for what is left of "
           "the deadline, not in short slices", pitfall="short_timeout_polling")
@@ -340,7 +340,7 @@ def test_after_a_dial_finishes_the_loop_goes_back_to_sleep_without_a_timer(h, ne
     r = h.start([h.dial("up", net.listening), h.dial("stuck", net.pending)], control)
     h.wait_blocked(r, pending=2, what="the quick dial has finished and the loop waits for "
                                       "the other")
-    timeout = h.wait_idle(r, what="the loop after one dial finished")
+    timeout = h.wait_idle(r, what="the loop after one dial finished", window=GLANCE)
     check(timeout is None or timeout < 0,
           f"after a dial finished, run() sleeps in select(timeout={timeout!r}); with no "
           "deadline it waits with no timeout", pitfall="short_timeout_polling")
