@@ -10,8 +10,10 @@ import importlib
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -140,9 +142,23 @@ def cmd_watch(problem: manifest.Problem, target: Path) -> int:
     learner = is_learner_file(problem, target)
     target = Path(target).resolve()
 
+    # Ctrl-C sets ``stop``, which the watcher looks at between its half-second waits, and
+    # interrupts a check only while one runs: leaving never depends on a signal reaching
+    # Python while the main thread sits in the watcher's native code.
+    stop, checking = threading.Event(), threading.Event()
+
+    def on_sigint(signum, frame) -> None:
+        stop.set()
+        if checking.is_set():
+            raise KeyboardInterrupt
+
     def check_once() -> None:
         console.clear()
-        result = run_check(problem, target)
+        checking.set()
+        try:
+            result = run_check(problem, target)
+        finally:
+            checking.clear()
         if learner:
             _record(problem, result)
         console.print(render.result_view(result, problem, recorded=learner,
@@ -160,17 +176,23 @@ def cmd_watch(problem: manifest.Problem, target: Path) -> int:
     # A save that lands after a check but before the watcher is up sends no event; the
     # file's signature, compared on every (half-second) timeout, catches it.
     seen = signature()
-    check_once()
+    previous = signal.signal(signal.SIGINT, on_sigint)
     try:
+        check_once()
         for changes in watchfiles.watch(target.parent, debounce=200, rust_timeout=500,
-                                        yield_on_timeout=True,
+                                        yield_on_timeout=True, stop_event=stop,
+                                        raise_interrupt=False,
                                         watch_filter=lambda _c, path: Path(path) == target):
             now = signature()
+            if stop.is_set():
+                break
             if now is not None and (changes or now != seen):
                 seen = now
                 check_once()
     except KeyboardInterrupt:
         pass
+    finally:
+        signal.signal(signal.SIGINT, previous)
     console.print("[dim]stopped watching[/dim]")
     return 0
 

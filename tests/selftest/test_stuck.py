@@ -238,7 +238,13 @@ def test_watch_checks_again_on_each_save_and_ctrl_c_leaves_cleanly(tmp_path):
                 f.write(f"\n# edit {n}\n")
             wait_runs(n)
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(90) == 0, "".join(lines)
+        try:
+            code = proc.wait(90)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            reader.join(5)
+            raise AssertionError("still running 90 s after Ctrl-C:\n" + "".join(lines)) from None
+        assert code == 0, "".join(lines)
     finally:
         if proc.poll() is None:
             proc.kill()
