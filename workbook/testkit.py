@@ -267,6 +267,8 @@ def parked(thread: threading.Thread, window: float = 0.05) -> bool:
 WINDOW = 0.05
 CONFIRM = 0.1
 CONFIRM_LOOKS = 3
+#: Seconds between the looks that confirm a lock cycle every thread is in.
+CYCLE_LOOK = 0.01
 #: Seconds a lock must stay held, by the same learner frame, while parked threads wait to
 #: acquire it and nothing else moves, before the check is called stuck (see ``_hogging``).
 HOLD_CONFIRM = 1.0
@@ -1025,9 +1027,11 @@ class _Watch:
         self.moved: dict[int, int] = {}  # looks at which its CPU clock had moved
         self.hog: tuple | None = None  # the _hogging state seen at every look since hog_at
         self.hog_at = 0.0
+        self.interval = WINDOW  # until the next look: shorter while a lock cycle is confirmed
 
     def step(self) -> tuple[str, Any] | None:
         """One look.  ("stuck", Verdict) or ("guard", (_Guard, Verdict)) once confirmed."""
+        self.interval = WINDOW
         self._sample_cpu()
         snap, why, sooner = _take_snapshot(self.me, self.deadline)
         dead = _deadlocked(snap)
@@ -1049,10 +1053,12 @@ class _Watch:
         self.streak.append(snap)
         known = bool(snap.looks) and all(
             look.cpu is not None and _known.get(look.key) == look.cpu for look in snap.looks)
-        # A lock cycle (each waits for a lock a thread of the cycle holds) cannot undo
-        # itself: two looks a window apart with every clock still are proof enough.
+        # A lock cycle that every thread is in (each waits for a lock a thread of the cycle
+        # holds) cannot undo itself: two looks with every clock still are proof enough, and
+        # the second need not wait a whole window.
         certain = dead is not None and len(dead.looks) == len(snap.looks)
-        looks, span = (2, WINDOW * 0.9) if certain else (CONFIRM_LOOKS, CONFIRM)
+        self.interval = CYCLE_LOOK if certain else WINDOW
+        looks, span = (2, CYCLE_LOOK * 0.9) if certain else (CONFIRM_LOOKS, CONFIRM)
         if not known and (len(self.streak) < looks or snap.at - self.streak[0].at < span):
             return None
         for look in snap.looks:
@@ -1303,7 +1309,7 @@ def _wait(ready: Callable[[], bool], block: Callable[[float], object], timeout: 
             if now >= deadline:
                 last_spinning = watch.spinning()
                 return TIMED_OUT
-            if last_step is None or now - last_step >= WINDOW:
+            if last_step is None or now - last_step >= watch.interval:
                 last_step = now
                 try:
                     found = watch.step()
@@ -1320,7 +1326,7 @@ def _wait(ready: Callable[[], bool], block: Callable[[float], object], timeout: 
                     guard, verdict = value
                     verdicts.append(verdict)
                     guard.fire(verdict)
-            block(max(0.0, min(WINDOW, deadline - time.monotonic())))
+            block(max(0.0, min(watch.interval, deadline - time.monotonic())))
     finally:
         with _watchers_lock:
             if outer is None:
