@@ -183,9 +183,9 @@ def cmd_watch(problem: manifest.Problem, target: Path) -> int:
                                         yield_on_timeout=True, stop_event=stop,
                                         raise_interrupt=False,
                                         watch_filter=lambda _c, path: Path(path) == target):
-            now = signature()
             if stop.is_set():
                 break
+            now = signature()
             if now is not None and (changes or now != seen):
                 seen = now
                 check_once()

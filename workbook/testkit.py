@@ -8,11 +8,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import ctypes
+import functools
 import gc
 import inspect
 import os
 import signal
 import sys
+import sysconfig
 import threading
 import time
 import types
@@ -413,6 +415,20 @@ def _is_learner(filename: str) -> bool:
 
 def _is_harness(filename: str) -> bool:
     return os.path.realpath(filename).startswith(_harness_dirs)
+
+
+#: Python's own library and the installed packages: never a submission's code.
+_LIBRARY = tuple({sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib",
+                                                          "platlib")})
+
+
+@functools.lru_cache(maxsize=None)
+def is_submission_code(filename: str) -> bool:
+    """Whether code from ``filename`` is the submission's own (its file or helper modules):
+    not this harness or its tests, not Python's library or an installed package, not code
+    without a file (``<string>``, frozen modules)."""
+    return not (filename.startswith("<") or filename.startswith(_LIBRARY)
+                or _is_harness(filename))
 
 
 def _stack(frame) -> list:

@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import collections
 import queue
-import sysconfig
 import threading
 from typing import Any, Callable
 
-from workbook.testkit import (BOUND, join, kernel_state, parked, run_hooked, start_daemon,
-                              wait_until)
+from workbook.testkit import (BOUND, is_submission_code, join, kernel_state, parked,
+                              run_hooked, start_daemon, wait_until)
 
 
 class LoopWrapper:
@@ -112,26 +111,19 @@ class PutPartner:
         join(self.thread, what="the racing producer")
 
 
-#: Python's own library and installed packages: their lines are not the learner's steps.
-_LIBRARY = tuple({sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib",
-                                                          "platlib")})
-
-
-def run_interleaved(fn: Callable[[], Any], partner: PutPartner, skip: tuple[str, ...]) -> Any:
+def run_interleaved(fn: Callable[[], Any], partner: PutPartner) -> Any:
     """Call ``fn()`` in this thread and let ``partner`` do one put before every line that
-    runs in it in the submission's own code (any frame whose file is not under ``skip``,
-    Python's library or an installed package): every interleaving of a put with ``fn`` at
-    line granularity is tried once, whatever the code looks like.  A library call the code
-    makes (``asyncio.new_event_loop()``, say) is one step: its thousands of lines publish
-    nothing of the sink's."""
+    runs in it in the submission's own code (``is_submission_code``): every interleaving of
+    a put with ``fn`` at line granularity is tried once, whatever the code looks like.  A
+    library call the code makes (``asyncio.new_event_loop()``, say) is one step: its
+    thousands of lines publish nothing of the sink's."""
     def local(frame, event, arg):
         if event == "line":
             partner.step()
         return local
 
     def global_(frame, event, arg):
-        filename = frame.f_code.co_filename
-        if filename.startswith(skip + _LIBRARY) or filename.startswith("<"):
+        if not is_submission_code(frame.f_code.co_filename):
             return None
         partner.step()  # before the first line of each call, too
         return local

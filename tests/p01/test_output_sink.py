@@ -15,12 +15,8 @@ import pytest
 
 from tests.p01.support import (LoopWrapper, PutPartner, live_sinks, lost_wakeup_pitfall,
                                run_interleaved)
-from workbook import ROOT
 from workbook.testkit import (BOUND, Failure, LoopThread, bounded, check, done_within, fail,
                               join, note, parked, start_daemon, thread_cpu_seconds, wait_until)
-
-#: Code of the harness and of these tests, never interleaved with (see run_interleaved).
-HARNESS_CODE = (str(ROOT / "tests"), str(ROOT / "workbook"))
 
 
 def bound_sink(impl, lt, *, wrapped: bool = False):
@@ -394,7 +390,7 @@ def test_a_put_racing_bind_loop_neither_fails_nor_loses_its_item(impl, lt):
         partner = PutPartner(sink)
         partner.step()  # one put before bind_loop is even called
         bind = (lambda: sink.bind_loop(wrapper)) if wrapped else sink.bind_loop
-        lt.call(run_interleaved, bind, partner, HARNESS_CODE, timeout=6 * BOUND)
+        lt.call(run_interleaved, bind, partner, timeout=6 * BOUND)
         partner.finish()
         how = "bind_loop(wrapper)" if wrapped else "bind_loop()"
         if partner.errors:
