@@ -428,6 +428,23 @@ _h_encode = _h_encoder.JSONEncoder.encode
 _h_encoder.JSONEncoder.encode = lambda self, o: _h_rewrite(_h_encode(self, o))
 '''),
 
+    # Rewrites pytest's reports as above, and first blinds the check that would notice:
+    # builtins.isinstance says no to the reporter's "is this a result?" question.
+    "blind_the_guard": lambda p, ctx: with_prelude('''
+import builtins as _h_builtins
+_h_isinstance = _h_builtins.isinstance
+
+
+def _h_blind(obj, kinds):
+    if _h_isinstance(kinds, tuple) and any(getattr(k, "__name__", "") == "TestDone"
+                                           for k in kinds):
+        return False
+    return _h_isinstance(obj, kinds)
+
+
+_h_builtins.isinstance = _h_blind
+''', HOSTILE["patch_pytest_reports"](p, ctx)),
+
     # The known limit: code in the judged process reaches the reporter (two attribute hops
     # from the harness plugin), signs a perfect run itself, then silences the real one.
     "forge_with_the_reporter": lambda p, ctx: with_epilogue(skeleton(p), '''
@@ -571,6 +588,7 @@ def _hostile_expectation(kind: str, p: manifest.Problem) -> dict:
         "fake_clock": zero_error("tampered"),
         "patch_pytest_reports": zero_error("tampered"),
         "patch_json": zero_error("tampered"),
+        "blind_the_guard": zero_error("tampered"),
         # Documented in the README as what the report cannot prove: a perfect forged run.
         "forge_with_the_reporter": _full(p),
     }[kind]

@@ -3,10 +3,10 @@
 Before the harness plugin imports the learner file it takes the per-run key from its pipe and
 routes every harness record through ``workbook.plugin.set_report_sink`` into signed protocol
 lines; with the harness's "start" record (sent just before the import) it takes a snapshot of
-everything the verdict depends on (``GUARDED``).  After the
-import, with every test result and at the end, the snapshot is compared again: a clock, a
-pytest runner or report class, a JSON encoder or a harness function that is no longer the
-object it was makes the run ``tampered`` from that record on.
+everything the verdict depends on (``GUARDED``).  After the import, with every test result
+and at the end, the snapshot is compared again: a builtin, a clock, a pytest runner or report
+class, a JSON encoder or a harness function that is no longer the object it was makes the run
+``tampered`` from that record on.
 """
 from __future__ import annotations
 
@@ -21,23 +21,28 @@ import pytest
 from workbook.grading import protocol
 
 #: Modules whose functions and classes (and the classes' methods) the verdict relies on:
-#: the clocks the tests measure with, pytest's path from a test call to its report, the
-#: serialisation of records, and the harness itself.
+#: the builtins every module calls, the clocks the tests measure with, pytest's path from a
+#: test call to its report, the making, serialisation and signing of records, and the
+#: harness itself.
 GUARDED = (
-    "time", "json", "json.encoder", "asyncio.base_events", "selectors",
+    "builtins", "time", "json", "json.encoder", "dataclasses", "hmac",
+    "asyncio.base_events", "selectors",
     "_pytest.runner", "_pytest.reports", "_pytest.python", "_pytest.main", "_pytest.outcomes",
     "pluggy._callers", "pluggy._hooks",
     "workbook.plugin", "workbook.testkit", "workbook.grading.protocol", __name__,
 )
 
 
-def _surface() -> dict[str, object]:
+def _surface(modules=sys.modules, vars=vars, list=list, isinstance=isinstance,  # noqa: A002
+             callable=callable) -> dict[str, object]:
     """``name -> object`` for the GUARDED modules' callables and classes, and each class's
     own callables (``module.Class.name``): what replacing would change a verdict.  (The
-    objects themselves, not their ids: a replaced one cannot be freed and its id reused.)"""
+    objects themselves, not their ids: a replaced one cannot be freed and its id reused.)
+    The builtins it uses are bound when this module is imported, before any learner code:
+    a submission that replaces ``builtins.vars`` cannot make this look away."""
     found: dict[str, object] = {}
     for module_name in GUARDED:
-        module = sys.modules.get(module_name)
+        module = modules.get(module_name)
         for name, value in list(vars(module).items()) if module else ():
             name = f"{module_name}.{name}"
             if isinstance(value, type):
@@ -48,6 +53,12 @@ def _surface() -> dict[str, object]:
             if callable(value):
                 found[name] = value
     return found
+
+
+def _changed(before: dict[str, object], tuple=tuple) -> tuple[str, ...]:  # noqa: A002
+    """The names in ``before`` that no longer hold the same object."""
+    now = _surface()
+    return tuple(name for name, was in before.items() if now.get(name) is not was)
 
 
 class Reporter:
@@ -76,15 +87,15 @@ class Reporter:
                 sum(map(len, data.get("tests", {}).values())))
         else:
             record = protocol.from_dict(data)
-        if isinstance(record, protocol.Start):  # the last record before the learner import
+        # Records are told apart by their event names, not by isinstance: a submission that
+        # replaced builtins.isinstance must not be able to skip the comparison below.
+        if record.event == "start":  # the last record before the learner import
             self.before = _surface()
-        if isinstance(record, protocol.TestDone):
+        if record.event == "test":
             verdict = "failed" if record.nodeid in self.pytest_failed else "passed"
             record = dataclasses.replace(record, pytest_outcome=verdict)
-        if isinstance(record, (protocol.Collected, protocol.TestDone, protocol.End)):
-            now = _surface()
-            changed = tuple(name for name, was in self.before.items()
-                            if now.get(name) is not was)
+        if record.event in ("collected", "test", "end"):
+            changed = _changed(self.before)
             if changed:
                 self.send(protocol.Tampered(changed))
         self.send(record)
