@@ -183,7 +183,7 @@ def test_a_record_after_the_end_is_a_departure_and_is_not_kept():
      "differ from the acceptance set"),
     ("i1", {"event": "collected", "count": 9}, "9 tests collected"),
     ("i7", {"event": "integrity", "changed": ["workbook.testkit.check"]},
-     "machinery was replaced: workbook.testkit.check"),
+     "machinery was changed: workbook.testkit.check"),
 ], ids=["out_of_order", "before_collection", "failed_as_passed", "other_tests", "wrong_count",
         "harness_replaced"])
 def test_the_crosscheck_keeps_only_what_came_before_a_departure(index, record, why):

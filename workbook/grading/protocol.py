@@ -208,7 +208,7 @@ def honest_order(records: list[Record], trusted: list[tuple[str, str]]) -> Verdi
                 bad = f"{rec.nodeid} failed but was reported as passed"
             tests += 1
         elif isinstance(rec, Tampered):
-            bad = "the verdict's machinery was replaced: " + ", ".join(rec.changed)
+            bad = "the verdict's machinery was changed: " + ", ".join(rec.changed)
         elif isinstance(rec, End):
             if phase == "items" and items != trusted:
                 bad = "the collected tests differ from the acceptance set"

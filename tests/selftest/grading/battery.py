@@ -445,8 +445,30 @@ def _h_blind(obj, kinds):
 _h_builtins.isinstance = _h_blind
 ''', HOSTILE["patch_pytest_reports"](p, ctx)),
 
+    # Replaces nothing: registers a pytest plugin of its own (found through the frames that
+    # import it) whose report of every test says "passed".
+    "register_plugin": lambda p, ctx: with_epilogue(skeleton(p), '''
+import sys as _h_sys
+import pytest as _h_pytest
+from _pytest.reports import TestReport as _h_TestReport
+
+
+class _h_AllPass:
+    @_h_pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_makereport(self, item, call):
+        return _h_TestReport(item.nodeid, item.location, {}, "passed", None, call.when,
+                             [], call.duration, call.start, call.stop)
+
+
+_h_frame = _h_sys._getframe()
+while _h_frame is not None and not hasattr(_h_frame.f_locals.get("config"), "pluginmanager"):
+    _h_frame = _h_frame.f_back
+_h_frame.f_locals["config"].pluginmanager.register(_h_AllPass(), "h-all-pass")
+'''),
+
     # The known limit: code in the judged process reaches the reporter (two attribute hops
-    # from the harness plugin), signs a perfect run itself, then silences the real one.
+    # from the harness plugin), doctors its snapshot, signs a perfect run itself, then
+    # silences the real one.
     "forge_with_the_reporter": lambda p, ctx: with_epilogue(skeleton(p), '''
 import workbook.plugin as _h_plugin
 from workbook.grading import protocol as _h_protocol
@@ -475,9 +497,11 @@ if _h_reporter is not None:
             _h_forge(session)
 
     import gc as _h_gc
+    import workbook.grading.sandbox.reporter as _h_guard
     for _h_obj in _h_gc.get_objects():
         if type(_h_obj).__name__ == "PytestPluginManager":
             _h_obj.register(_h_Plugin(), "h-forge")
+            _h_reporter.before.update(_h_guard._hooks(_h_obj))  # its snapshot, doctored
             break
 '''),
 
@@ -589,6 +613,7 @@ def _hostile_expectation(kind: str, p: manifest.Problem) -> dict:
         "patch_pytest_reports": zero_error("tampered"),
         "patch_json": zero_error("tampered"),
         "blind_the_guard": zero_error("tampered"),
+        "register_plugin": zero_error("tampered"),
         # Documented in the README as what the report cannot prove: a perfect forged run.
         "forge_with_the_reporter": _full(p),
     }[kind]

@@ -15,6 +15,7 @@ import itertools
 import os
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -55,16 +56,41 @@ def _surface(modules=sys.modules, vars=vars, list=list, isinstance=isinstance,  
     return found
 
 
-def _changed(before: dict[str, object], tuple=tuple) -> tuple[str, ...]:  # noqa: A002
-    """The names in ``before`` that no longer hold the same object."""
-    now = _surface()
-    return tuple(name for name, was in before.items() if now.get(name) is not was)
+#: Where the code of a hook implementation may come from: the staged harness and tests, and
+#: Python's own library and installed packages (pytest, pluggy, pytest-timeout).
+_STAGE = Path(__file__).resolve().parents[3]
+_TRUSTED = tuple(os.path.join(os.path.realpath(d), "") for d in (
+    _STAGE / "workbook", _STAGE / "tests", sys.prefix, sys.base_prefix, sys.exec_prefix))
+
+
+def _hooks(plugins: pytest.PytestPluginManager) -> dict[str, object]:
+    """``hook NAME PLUGIN -> function`` for every hook implementation pytest would call."""
+    return {f"hook {name} {impl.plugin_name}": impl.function
+            for name, caller in list(vars(plugins.hook).items())
+            for impl in getattr(caller, "get_hookimpls", list)()}
+
+
+def _trusted(function: object, realpath=os.path.realpath) -> bool:
+    code = getattr(function, "__code__", None)
+    return code is not None and realpath(code.co_filename).startswith(_TRUSTED)
+
+
+def _changed(before: dict[str, object], plugins: pytest.PytestPluginManager,
+             tuple=tuple) -> tuple[str, ...]:  # noqa: A002
+    """The names in ``before`` that no longer hold the same object, and hook implementations
+    added since from code outside the harness and Python's library (a plugin registered by
+    the submission can rewrite every report without replacing anything)."""
+    now = {**_surface(), **_hooks(plugins)}
+    return tuple([name for name, was in before.items() if now.get(name) is not was]
+                 + [name for name, function in now.items() if name.startswith("hook ")
+                    and name not in before and not _trusted(function)])
 
 
 class Reporter:
     """Signs and sends records on the report pipe; pytest's own outcomes ride along."""
 
-    def __init__(self, fd: int, key: bytes) -> None:
+    def __init__(self, fd: int, key: bytes, plugins: pytest.PytestPluginManager) -> None:
+        self.plugins = plugins
         lock = threading.Lock()  # guards the sequence counter and the pipe write
         counter = itertools.count()
         self.before: dict[str, object] = {}  # the guarded surface before the learner import
@@ -90,12 +116,12 @@ class Reporter:
         # Records are told apart by their event names, not by isinstance: a submission that
         # replaced builtins.isinstance must not be able to skip the comparison below.
         if record.event == "start":  # the last record before the learner import
-            self.before = _surface()
+            self.before = {**_surface(), **_hooks(self.plugins)}
         if record.event == "test":
             verdict = "failed" if record.nodeid in self.pytest_failed else "passed"
             record = dataclasses.replace(record, pytest_outcome=verdict)
         if record.event in ("collected", "test", "end"):
-            changed = _changed(self.before)
+            changed = _changed(self.before, self.plugins)
             if changed:
                 self.send(protocol.Tampered(changed))
         self.send(record)
@@ -116,7 +142,7 @@ def pytest_configure(config) -> None:
     os.set_inheritable(fd, False)
     import workbook.plugin
     import workbook.testkit  # noqa: F401 - in the snapshot before learner code runs
-    reporter = Reporter(fd, key)
+    reporter = Reporter(fd, key, config.pluginmanager)
     del key
     workbook.plugin.set_report_sink(reporter.emit)
     _REPORTER.append(reporter)
