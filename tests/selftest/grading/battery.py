@@ -466,6 +466,23 @@ while _h_frame is not None and not hasattr(_h_frame.f_locals.get("config"), "plu
 _h_frame.f_locals["config"].pluginmanager.register(_h_AllPass(), "h-all-pass")
 '''),
 
+    # Imports the acceptance set before pytest does and swaps every test for one that does
+    # nothing (same name and signature, so fixtures still resolve).
+    "replace_tests": lambda p, ctx: with_epilogue(skeleton(p), f'''
+import functools as _h_functools
+import importlib as _h_importlib
+import pkgutil as _h_pkgutil
+_h_package = _h_importlib.import_module("tests.{p.id}")
+for _h_info in _h_pkgutil.iter_modules(_h_package.__path__):
+    if _h_info.name.startswith("test_"):
+        _h_module = _h_importlib.import_module("tests.{p.id}." + _h_info.name)
+        for _h_name, _h_test in list(vars(_h_module).items()):
+            if _h_name.startswith("test_") and callable(_h_test):
+                _h_fake = _h_functools.update_wrapper(lambda **kw: None, _h_test)
+                del _h_fake.__wrapped__
+                setattr(_h_module, _h_name, _h_fake)
+'''),
+
     # The known limit: code in the judged process reaches the reporter (two attribute hops
     # from the harness plugin), doctors its snapshot, signs a perfect run itself, then
     # silences the real one.
@@ -501,7 +518,7 @@ if _h_reporter is not None:
     for _h_obj in _h_gc.get_objects():
         if type(_h_obj).__name__ == "PytestPluginManager":
             _h_obj.register(_h_Plugin(), "h-forge")
-            _h_reporter.before.update(_h_guard._hooks(_h_obj))  # its snapshot, doctored
+            _h_reporter.snapshot.hooks.update(_h_guard._hooks(_h_obj))  # doctored
             break
 '''),
 
@@ -614,6 +631,7 @@ def _hostile_expectation(kind: str, p: manifest.Problem) -> dict:
         "patch_json": zero_error("tampered"),
         "blind_the_guard": zero_error("tampered"),
         "register_plugin": zero_error("tampered"),
+        "replace_tests": zero_error("tampered"),
         # Documented in the README as what the report cannot prove: a perfect forged run.
         "forge_with_the_reporter": _full(p),
     }[kind]

@@ -11,11 +11,14 @@ class, a JSON encoder or a harness function that is no longer the object it was 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib
 import itertools
 import os
 import sys
 import threading
 from pathlib import Path
+from types import FunctionType
 
 import pytest
 
@@ -34,33 +37,59 @@ GUARDED = (
 )
 
 
-def _surface(modules=sys.modules, vars=vars, list=list, isinstance=isinstance,  # noqa: A002
-             callable=callable) -> dict[str, object]:
-    """``name -> object`` for the GUARDED modules' callables and classes, and each class's
-    own callables (``module.Class.name``): what replacing would change a verdict.  (The
-    objects themselves, not their ids: a replaced one cannot be freed and its id reused.)
-    The builtins it uses are bound when this module is imported, before any learner code:
-    a submission that replaces ``builtins.vars`` cannot make this look away."""
-    found: dict[str, object] = {}
-    for module_name in GUARDED:
-        module = modules.get(module_name)
-        for name, value in list(vars(module).items()) if module else ():
-            name = f"{module_name}.{name}"
-            if isinstance(value, type):
-                found.update({f"{name}.{attr}": member
-                              for attr, member in list(vars(value).items())
-                              if callable(member)
-                              or isinstance(member, (property, staticmethod, classmethod))})
-            if callable(value):
-                found[name] = value
-    return found
-
-
 #: Where the code of a hook implementation may come from: the staged harness and tests, and
 #: Python's own library and installed packages (pytest, pluggy, pytest-timeout).
 _STAGE = Path(__file__).resolve().parents[3]
 _TRUSTED = tuple(os.path.join(os.path.realpath(d), "") for d in (
     _STAGE / "workbook", _STAGE / "tests", sys.prefix, sys.base_prefix, sys.exec_prefix))
+
+
+def _places(guarded: tuple[str, ...], modules=sys.modules, vars=vars, list=list,
+            isinstance=isinstance, callable=callable, getattr=getattr):
+    """Where each guarded object lives, as ``(label, lookup, key, object)`` with
+    ``lookup(key) is object`` until something replaces it: each guarded module in
+    ``sys.modules``, its callables and classes, each class's own callables, and the code and
+    defaults of every function among them.  (The objects themselves, not their ids: a
+    replaced one cannot be freed and its id reused.)  The builtins used here are bound when
+    this module is imported, before any learner code, and so are the lookups: a submission
+    that replaces ``builtins.vars`` cannot make the check look away."""
+    def place(label: str, lookup, key: str, value: object):
+        yield label, lookup, key, value
+        if isinstance(value, FunctionType):
+            attribute = functools.partial(getattr, value)
+            yield f"{label}.__code__", attribute, "__code__", value.__code__
+            yield f"{label}.__defaults__", attribute, "__defaults__", value.__defaults__
+
+    for module_name in guarded:
+        module = modules.get(module_name)
+        if module is None:
+            continue
+        yield module_name, modules.get, module_name, module
+        namespace = vars(module)
+        for name, value in list(namespace.items()):
+            label = f"{module_name}.{name}"
+            if callable(value):
+                yield from place(label, namespace.get, name, value)
+            if isinstance(value, type):
+                members = vars(value)
+                for attr, member in list(members.items()):
+                    if callable(member) or isinstance(member, (property, staticmethod,
+                                                               classmethod)):
+                        yield from place(f"{label}.{attr}", members.get, attr, member)
+
+
+def _harness_modules(tests: Path = _STAGE / "tests") -> tuple[str, ...]:
+    """Import the staged acceptance set's modules (tests, conftests, support) now, before the
+    learner file, so that they are guarded like the harness.  pytest's collection then finds
+    them imported (and assertion-rewritten, the hook is already in place): a submission that
+    imported one first and replaced its tests would otherwise be graded by its own tests."""
+    names = []
+    for path in sorted(tests.rglob("*.py")):
+        parts = path.relative_to(_STAGE).with_suffix("").parts
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    for name in names:
+        importlib.import_module(name)
+    return tuple(names)
 
 
 def _hooks(plugins: pytest.PytestPluginManager) -> dict[str, object]:
@@ -70,30 +99,45 @@ def _hooks(plugins: pytest.PytestPluginManager) -> dict[str, object]:
             for impl in getattr(caller, "get_hookimpls", list)()}
 
 
-def _trusted(function: object, realpath=os.path.realpath) -> bool:
+def _trusted(function: object) -> bool:
     code = getattr(function, "__code__", None)
-    return code is not None and realpath(code.co_filename).startswith(_TRUSTED)
+    return code is not None and _trusted_file(code.co_filename)
 
 
-def _changed(before: dict[str, object], plugins: pytest.PytestPluginManager,
-             tuple=tuple) -> tuple[str, ...]:  # noqa: A002
-    """The names in ``before`` that no longer hold the same object, and hook implementations
-    added since from code outside the harness and Python's library (a plugin registered by
-    the submission can rewrite every report without replacing anything)."""
-    now = {**_surface(), **_hooks(plugins)}
-    return tuple([name for name, was in before.items() if now.get(name) is not was]
-                 + [name for name, function in now.items() if name.startswith("hook ")
-                    and name not in before and not _trusted(function)])
+@functools.lru_cache(maxsize=None)
+def _trusted_file(filename: str, realpath=os.path.realpath) -> bool:
+    return realpath(filename).startswith(_TRUSTED)
+
+
+class Snapshot:
+    """Everything the verdict depends on, as it was before the learner file was imported."""
+
+    def __init__(self, guarded: tuple[str, ...], plugins: pytest.PytestPluginManager) -> None:
+        self.plugins = plugins
+        self.places = list(_places(guarded))
+        self.hooks = _hooks(plugins)
+
+    def changed(self, tuple=tuple) -> tuple[str, ...]:  # noqa: A002
+        """What no longer holds the same object, and the hook implementations added since
+        from code outside the harness and Python's library (a plugin the submission
+        registers can rewrite every report without replacing anything).  Runs after every
+        test: it walks the places, building nothing."""
+        hooks = _hooks(self.plugins)
+        return tuple([label for label, lookup, key, was in self.places if lookup(key) is not was]
+                     + [name for name, was in self.hooks.items() if hooks.get(name) is not was]
+                     + [name for name, function in hooks.items()
+                        if name not in self.hooks and not _trusted(function)])
 
 
 class Reporter:
     """Signs and sends records on the report pipe; pytest's own outcomes ride along."""
 
-    def __init__(self, fd: int, key: bytes, plugins: pytest.PytestPluginManager) -> None:
-        self.plugins = plugins
+    def __init__(self, fd: int, key: bytes, plugins: pytest.PytestPluginManager,
+                 guarded: tuple[str, ...]) -> None:
+        self.plugins, self.guarded = plugins, guarded
+        self.snapshot: Snapshot | None = None  # taken just before the learner import
         lock = threading.Lock()  # guards the sequence counter and the pipe write
         counter = itertools.count()
-        self.before: dict[str, object] = {}  # the guarded surface before the learner import
         self.pytest_failed: set[str] = set()  # node ids pytest itself saw fail
 
         def send(record: protocol.Record) -> None:
@@ -116,14 +160,15 @@ class Reporter:
         # Records are told apart by their event names, not by isinstance: a submission that
         # replaced builtins.isinstance must not be able to skip the comparison below.
         if record.event == "start":  # the last record before the learner import
-            self.before = {**_surface(), **_hooks(self.plugins)}
+            self.snapshot = Snapshot(self.guarded, self.plugins)
         if record.event == "test":
             verdict = "failed" if record.nodeid in self.pytest_failed else "passed"
             record = dataclasses.replace(record, pytest_outcome=verdict)
-        if record.event in ("collected", "test", "end"):
-            changed = _changed(self.before, self.plugins)
-            if changed:
-                self.send(protocol.Tampered(changed))
+        if record.event in ("collected", "test", "end") and self.snapshot is not None:
+            changed = self.snapshot.changed()
+            if changed:  # the first few names: a record must fit one pipe write
+                more = (f"and {len(changed) - 8} more",) if len(changed) > 8 else ()
+                self.send(protocol.Tampered(changed[:8] + more))
         self.send(record)
 
 
@@ -142,7 +187,7 @@ def pytest_configure(config) -> None:
     os.set_inheritable(fd, False)
     import workbook.plugin
     import workbook.testkit  # noqa: F401 - in the snapshot before learner code runs
-    reporter = Reporter(fd, key, config.pluginmanager)
+    reporter = Reporter(fd, key, config.pluginmanager, GUARDED + _harness_modules())
     del key
     workbook.plugin.set_report_sink(reporter.emit)
     _REPORTER.append(reporter)
