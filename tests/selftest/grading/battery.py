@@ -483,6 +483,21 @@ for _h_info in _h_pkgutil.iter_modules(_h_package.__path__):
                 setattr(_h_module, _h_name, _h_fake)
 '''),
 
+    # Hides every descriptor from the tests that count them: os.listdir of /proc/self/fd
+    # answers nothing (a P02 file that leaks cancelled sockets scored 60 instead of 25).
+    "hide_descriptors": lambda p, ctx: with_epilogue(skeleton(p), '''
+import os as _h_os
+_h_listdir = _h_os.listdir
+
+
+def _h_hide(path="."):
+    names = _h_listdir(path)
+    return [] if str(path).endswith("/fd") else names
+
+
+_h_os.listdir = _h_hide
+'''),
+
     # The known limit: code in the judged process reaches the reporter (two attribute hops
     # from the harness plugin), doctors its snapshot, signs a perfect run itself, then
     # silences the real one.
@@ -632,6 +647,7 @@ def _hostile_expectation(kind: str, p: manifest.Problem) -> dict:
         "blind_the_guard": zero_error("tampered"),
         "register_plugin": zero_error("tampered"),
         "replace_tests": zero_error("tampered"),
+        "hide_descriptors": zero_error("tampered"),
         # Documented in the README as what the report cannot prove: a perfect forged run.
         "forge_with_the_reporter": _full(p),
     }[kind]

@@ -25,16 +25,18 @@ import pytest
 from workbook.grading import protocol
 
 #: Modules whose functions and classes (and the classes' methods) the verdict relies on:
-#: the builtins every module calls, the clocks the tests measure with, pytest's path from a
-#: test call to its report, the making, serialisation and signing of records, and the
-#: harness itself.
+#: the builtins every module calls, the clocks and the operating system's views the tests
+#: measure with (threads, descriptors, sockets, signals), pytest's path from a test call to
+#: its report, the making, serialisation and signing of records, and the harness itself.
 GUARDED = (
-    "builtins", "time", "json", "json.encoder", "dataclasses", "hmac",
-    "asyncio.base_events", "selectors",
+    "builtins", "time", "os", "threading", "socket", "signal", "gc",
+    "json", "json.encoder", "dataclasses", "hmac", "asyncio.base_events", "selectors",
     "_pytest.runner", "_pytest.reports", "_pytest.python", "_pytest.main", "_pytest.outcomes",
     "pluggy._callers", "pluggy._hooks",
     "workbook.plugin", "workbook.testkit", "workbook.grading.protocol", __name__,
 )
+#: Names in them that pytest itself rebinds during a run (its thread-exception plugin).
+REBOUND = frozenset({"threading.excepthook"})
 
 
 #: Where the code of a hook implementation may come from: the staged harness and tests, and
@@ -68,6 +70,8 @@ def _places(guarded: tuple[str, ...], modules=sys.modules, vars=vars, list=list,
         namespace = vars(module)
         for name, value in list(namespace.items()):
             label = f"{module_name}.{name}"
+            if label in REBOUND:
+                continue
             if callable(value):
                 yield from place(label, namespace.get, name, value)
             if isinstance(value, type):
