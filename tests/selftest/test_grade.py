@@ -131,6 +131,36 @@ def test_a_report_line_without_the_key_is_counted_as_forged_and_ignored():
     assert reader.forged == 3 and reader.violation is None
 
 
+def test_the_snapshot_names_what_was_replaced_or_swapped_and_hooks_from_elsewhere(monkeypatch):
+    import types
+
+    from _pytest.config import PytestPluginManager
+
+    from workbook.grading.sandbox import reporter
+    probe = types.ModuleType("guard_probe")
+    code = "def f():\n    return 1\n\n\ndef g():\n    return 2\n"
+    exec(compile(code, str(ROOT / "tests" / "guard_probe.py"), "exec"), vars(probe))
+    monkeypatch.setitem(sys.modules, "guard_probe", probe)
+    plugins = PytestPluginManager()
+    snapshot = reporter.Snapshot(("guard_probe",), plugins)
+    assert snapshot.changed() == ()
+    probe.f.__code__ = probe.g.__code__  # the same function object, other code
+    assert snapshot.changed() == ("guard_probe.f.__code__",)
+    probe.g = lambda: 3
+    assert "guard_probe.g" in snapshot.changed()
+
+    def hook_from(filename: str) -> types.SimpleNamespace:
+        namespace: dict = {}
+        exec(compile("def pytest_runtest_logreport(report):\n    pass\n", filename, "exec"),
+             namespace)
+        return types.SimpleNamespace(pytest_runtest_logreport=namespace["pytest_runtest_logreport"])
+
+    plugins.register(hook_from(str(ROOT / "workbook" / "plugin.py")), "harness-like")
+    plugins.register(hook_from("/elsewhere/cheat.py"), "foreign")
+    hooks = [name for name in snapshot.changed() if name.startswith("hook ")]
+    assert hooks == ["hook pytest_runtest_logreport foreign"]
+
+
 def test_a_gap_or_a_replay_in_the_sequence_stops_the_report_there():
     reader = _reader()
     reader.feed(_line(0, {"event": "start"}))
