@@ -40,7 +40,7 @@ errors = Console(stderr=True, highlight=False)
 def default_jobs() -> int:
     """Runs at once by default: 4 per core the grader may use.  A run spends most of its
     wall time waiting (the acceptance sets sleep, time out and wait for wakeups on purpose),
-    about 0.4 s of CPU in 3–6 s, so one run per core leaves the cores idle."""
+    under 1 s of CPU in 3–6 s, so one run per core leaves the cores idle."""
     return min(4 * len(os.sched_getaffinity(0)), runner.UID_POOL)
 
 

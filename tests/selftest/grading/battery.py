@@ -498,6 +498,13 @@ def _h_hide(path="."):
 _h_os.listdir = _h_hide
 '''),
 
+    # Raises the harness's thresholds: a thread that burns CPU counts as parked (a P03 queue
+    # that sleeps instead of waiting scored 85 instead of 55 this way).
+    "raise_thresholds": lambda p, ctx: with_epilogue(skeleton(p), '''
+import workbook.testkit as _h_testkit
+_h_testkit.PARKED_CPU = _h_testkit.STILL_CPU = 1e9
+'''),
+
     # The known limit: code in the judged process reaches the reporter (two attribute hops
     # from the harness plugin), doctors its snapshot, signs a perfect run itself, then
     # silences the real one.
@@ -648,6 +655,7 @@ def _hostile_expectation(kind: str, p: manifest.Problem) -> dict:
         "register_plugin": zero_error("tampered"),
         "replace_tests": zero_error("tampered"),
         "hide_descriptors": zero_error("tampered"),
+        "raise_thresholds": zero_error("tampered"),
         # Documented in the README as what the report cannot prove: a perfect forged run.
         "forge_with_the_reporter": _full(p),
     }[kind]

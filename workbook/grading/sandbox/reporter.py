@@ -37,6 +37,8 @@ GUARDED = (
 )
 #: Names in them that pytest itself rebinds during a run (its thread-exception plugin).
 REBOUND = frozenset({"threading.excepthook"})
+#: The kinds of constants guarded in the harness's and the acceptance set's modules.
+CONSTANTS = (int, float, str, bytes, tuple, frozenset)
 
 
 #: Where the code of a hook implementation may come from: the staged harness and tests, and
@@ -50,8 +52,10 @@ def _places(guarded: tuple[str, ...], modules=sys.modules, vars=vars, list=list,
             isinstance=isinstance, callable=callable, getattr=getattr):
     """Where each guarded object lives, as ``(label, lookup, key, object)`` with
     ``lookup(key) is object`` until something replaces it: each guarded module in
-    ``sys.modules``, its callables and classes, each class's own callables, and the code and
-    defaults of every function among them.  (The objects themselves, not their ids: a
+    ``sys.modules``, its callables and classes, each class's own callables, the code and
+    defaults of every function among them, and in the harness's and the acceptance set's
+    modules their constants too (a threshold raised is a test weakened).  (The objects
+    themselves, not their ids: a
     replaced one cannot be freed and its id reused.)  The builtins used here are bound when
     this module is imported, before any learner code, and so are the lookups: a submission
     that replaces ``builtins.vars`` cannot make the check look away."""
@@ -62,23 +66,26 @@ def _places(guarded: tuple[str, ...], modules=sys.modules, vars=vars, list=list,
             yield f"{label}.__code__", attribute, "__code__", value.__code__
             yield f"{label}.__defaults__", attribute, "__defaults__", value.__defaults__
 
+    def kept(value: object, harness: bool) -> bool:
+        return callable(value) or isinstance(value, (property, staticmethod, classmethod)) \
+            or harness and isinstance(value, CONSTANTS)
+
     for module_name in guarded:
         module = modules.get(module_name)
         if module is None:
             continue
         yield module_name, modules.get, module_name, module
+        harness = module_name.startswith(("workbook.", "tests."))
         namespace = vars(module)
         for name, value in list(namespace.items()):
             label = f"{module_name}.{name}"
-            if label in REBOUND:
+            if label in REBOUND or not kept(value, harness):
                 continue
-            if callable(value):
-                yield from place(label, namespace.get, name, value)
+            yield from place(label, namespace.get, name, value)
             if isinstance(value, type):
                 members = vars(value)
                 for attr, member in list(members.items()):
-                    if callable(member) or isinstance(member, (property, staticmethod,
-                                                               classmethod)):
+                    if kept(member, harness):
                         yield from place(f"{label}.{attr}", members.get, attr, member)
 
 
