@@ -168,7 +168,9 @@ def _json_of(server, path: Path) -> dict:
 
 def _same_report(page_doc: dict, cli_doc: dict) -> None:
     """Checkpoints, statuses and diagnoses (message, pitfall) as ./check.sh p01 --json."""
-    assert page_doc["passed"] == cli_doc["passed"]
+    assert page_doc["passed"] == cli_doc["passed"], [
+        (c["id"], c["message"]) for doc in (page_doc, cli_doc) for c in doc["checkpoints"]
+        if c["status"] != "passed"]
     assert page_doc["import_error"] == cli_doc["import_error"]
     strip = lambda cps: [(c["id"], c["status"], c["pitfall"],  # noqa: E731
                           c["message"] if c["status"] == "failed" else None) for c in cps]
@@ -215,7 +217,9 @@ def test_checks_on_a_correct_file_tick_every_checkpoint_one_by_one(page, server)
     }""")
     got = _run_from_page(page)
     result, events = got["result"], got["events"]
-    assert result["passed"] and not result["diagnoses"]
+    failed = [(c["id"], c["message"]) for c in result["result"]["checkpoints"]
+              if c["status"] != "passed"]
+    assert result["passed"] and not result["diagnoses"], (failed, result["diagnoses"])
     ticks = page.evaluate("window.__ticks")
     assert set(ticks) == {cp.id for cp in P01.checkpoints}
     # each ✓ came in its own event, before the run's final result
