@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 import zipfile
 from pathlib import Path
 
@@ -132,8 +133,6 @@ def test_a_report_line_without_the_key_is_counted_as_forged_and_ignored():
 
 
 def test_the_snapshot_names_what_was_replaced_or_swapped_and_hooks_from_elsewhere(monkeypatch):
-    import types
-
     from _pytest.config import PytestPluginManager
 
     from workbook.grading.sandbox import reporter
@@ -359,10 +358,8 @@ def graded(tmp_path_factory):
         made = json.loads(done.read_text())
     root = tmp_path_factory.mktemp("battery")
     shutil.copytree(shared / "p01-battery", root, symlinks=True, dirs_exist_ok=True)
-    out = subprocess.CompletedProcess([], made["returncode"], made["stdout"], made["stderr"])
-    out.orphans, out.sandbox_processes = made["orphans"], made["sandbox_processes"]
     doc = json.loads((root / "gradebook.json").read_text())
-    return battery.Battery.load(root), doc, out, made["seconds"]
+    return battery.Battery.load(root), doc, types.SimpleNamespace(**made), made["seconds"]
 
 
 def test_the_battery_grades_to_the_end_with_exit_code_0(graded):

@@ -23,6 +23,7 @@ from types import FunctionType
 import pytest
 
 from workbook.grading import protocol
+from workbook.testkit import is_submission_code
 
 #: Modules whose functions and classes (and the classes' methods) the verdict relies on:
 #: the builtins every module calls, the clocks and the operating system's views the tests
@@ -41,11 +42,10 @@ REBOUND = frozenset({"threading.excepthook"})
 CONSTANTS = (int, float, str, bytes, tuple, frozenset)
 
 
-#: Where the code of a hook implementation may come from: the staged harness and tests, and
-#: Python's own library and installed packages (pytest, pluggy, pytest-timeout).
+#: The staged copy: ``workbook/`` and the problem's ``tests/`` beside each other.
 _STAGE = Path(__file__).resolve().parents[3]
-_TRUSTED = tuple(os.path.join(os.path.realpath(d), "") for d in (
-    _STAGE / "workbook", _STAGE / "tests", sys.prefix, sys.base_prefix, sys.exec_prefix))
+#: Most names a ``Tampered`` record lists: a record must fit one pipe write.
+_NAMES_SHOWN = 8
 
 
 def _places(guarded: tuple[str, ...], modules=sys.modules, vars=vars, list=list,
@@ -55,10 +55,10 @@ def _places(guarded: tuple[str, ...], modules=sys.modules, vars=vars, list=list,
     ``sys.modules``, its callables and classes, each class's own callables, the code and
     defaults of every function among them, and in the harness's and the acceptance set's
     modules their constants too (a threshold raised is a test weakened).  (The objects
-    themselves, not their ids: a
-    replaced one cannot be freed and its id reused.)  The builtins used here are bound when
-    this module is imported, before any learner code, and so are the lookups: a submission
-    that replaces ``builtins.vars`` cannot make the check look away."""
+    themselves, not their ids: a replaced one cannot be freed and its id reused.)  The
+    builtins used here are bound when this module is imported, before any learner code, and
+    so are the lookups: a submission that replaces ``builtins.vars`` cannot make the check
+    look away."""
     def place(label: str, lookup, key: str, value: object):
         yield label, lookup, key, value
         if isinstance(value, FunctionType):
@@ -111,13 +111,11 @@ def _hooks(plugins: pytest.PytestPluginManager) -> dict[str, object]:
 
 
 def _trusted(function: object) -> bool:
+    """Code from a file of the harness, its tests, Python's library or an installed package
+    (pytest, pluggy, pytest-timeout): neither the submission's nor file-less (``<string>``)."""
     code = getattr(function, "__code__", None)
-    return code is not None and _trusted_file(code.co_filename)
-
-
-@functools.lru_cache(maxsize=None)
-def _trusted_file(filename: str, realpath=os.path.realpath) -> bool:
-    return realpath(filename).startswith(_TRUSTED)
+    return code is not None and not code.co_filename.startswith("<") \
+        and not is_submission_code(code.co_filename)
 
 
 class Snapshot:
@@ -177,9 +175,10 @@ class Reporter:
             record = dataclasses.replace(record, pytest_outcome=verdict)
         if record.event in ("collected", "test", "end") and self.snapshot is not None:
             changed = self.snapshot.changed()
-            if changed:  # the first few names: a record must fit one pipe write
-                more = (f"and {len(changed) - 8} more",) if len(changed) > 8 else ()
-                self.send(protocol.Tampered(changed[:8] + more))
+            if changed:
+                more = len(changed) - _NAMES_SHOWN
+                self.send(protocol.Tampered(
+                    changed[:_NAMES_SHOWN] + ((f"and {more} more",) if more > 0 else ())))
         self.send(record)
 
 
