@@ -75,6 +75,13 @@ def describe(problem: manifest.Problem, result: Result) -> dict:
             "done": bool(progress.entry(progress.load(), problem.id).get("done_at"))}
 
 
+#: Sent with every response (frames: both the old header and the CSP directive).
+SECURITY_HEADERS = [(b"x-frame-options", b"DENY"),
+                    (b"content-security-policy", b"frame-ancestors 'none'"),
+                    (b"x-content-type-options", b"nosniff"),
+                    (b"referrer-policy", b"no-referrer")]
+
+
 class Guard:
     """ASGI middleware: token, Host header, same-origin POST."""
 
@@ -89,6 +96,17 @@ class Guard:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+
+        async def send_with_headers(message):
+            # No other page may frame the workbook (a click inside a frame could open a
+            # hint or mark a problem done), nor sniff a type, nor learn its addresses.
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []),
+                                                  *SECURITY_HEADERS]}
+            await send(message)
+        return await self._guarded(scope, receive, send_with_headers)
+
+    async def _guarded(self, scope, receive, send):
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         port = self.port_of()
         hosts = {f"127.0.0.1:{port}", f"localhost:{port}"}
@@ -237,6 +255,8 @@ def create_app(*, token: str, port_of, mine: Path | None = None) -> Starlette:
         name = request.path_params["name"]
         if name == "pygments.css":
             return Response(html.pygments_css(), media_type="text/css")
+        if not name.replace(".", "").replace("-", "").replace("_", "").isalnum():
+            return PlainTextResponse("not found", 404)  # NUL, separators, odd bytes
         path = (STATIC / name).resolve()
         if path.parent != STATIC or not path.is_file():
             return PlainTextResponse("not found", 404)
