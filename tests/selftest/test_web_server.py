@@ -35,12 +35,28 @@ def test_requests_without_the_token_are_refused(server, path):
     assert status in (200, 303)
 
 
+def _landing(server) -> tuple[str, str]:
+    """The printed link's answer: (Location, Set-Cookie)."""
+    import urllib.request
+    opener = urllib.request.build_opener(web_fixtures._NoRedirect)
+    try:
+        opener.open(urllib.request.Request(server.url), timeout=10)
+        raise AssertionError("expected a redirect")
+    except urllib.error.HTTPError as exc:
+        assert exc.code == 303
+        return exc.headers["Location"], exc.headers["Set-Cookie"]
+
+
+def _reader_cookie(server) -> str:
+    cookie = _landing(server)[1]
+    return cookie.split(";", 1)[0]  # name=value
+
+
 def test_a_wrong_token_or_cookie_is_refused(server):
     status, _ = server.request("/", token=False, headers={"Cookie": f"workbook_token_"
                                                           f"{server.port}=nope"})
     assert status == 403
-    status, _ = server.request("/", token=False, headers={"Cookie": f"workbook_token_"
-                                                          f"{server.port}={server.token}"})
+    status, _ = server.request("/", token=False, headers={"Cookie": _reader_cookie(server)})
     assert status == 200
 
 
@@ -51,17 +67,27 @@ def test_a_foreign_host_header_is_refused_even_with_the_token(server, host):
     assert status == 421 and "Host" in body
 
 
-def test_the_token_in_the_url_becomes_a_strict_cookie(server):
-    import urllib.request
-    req = urllib.request.Request(server.url)
-    opener = urllib.request.build_opener(web_fixtures._NoRedirect)
-    try:
-        opener.open(req, timeout=10)
-        raise AssertionError("expected a redirect")
-    except urllib.error.HTTPError as exc:
-        assert exc.code == 303 and "token" not in exc.headers["Location"]
-        cookie = exc.headers["Set-Cookie"]
-    assert server.token in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie
+def test_the_link_sets_a_strict_reading_cookie_that_never_carries_the_token(server):
+    location, cookie = _landing(server)
+    assert "?" not in location and location.endswith(f"#token={server.token}")  # fragment only
+    assert server.token not in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie
+    assert cookie.startswith(f"workbook_token_{server.port}=")
+
+
+def test_the_cookie_alone_reads_pages_but_changes_nothing(server):
+    # Cookies are scoped by host, not port: another server on 127.0.0.1 receives this one.
+    # What it can do with it: read pages; never open a hint, run a check or mark done.
+    jar = {"Cookie": _reader_cookie(server), "Origin": f"http://127.0.0.1:{server.port}"}
+    assert server.request("/p01", token=False, headers=jar)[0] == 200
+    before = server.progress.read_text() if server.progress.exists() else None
+    for path in ("/p01/done", "/p01/hint/1", "/p01/run", "/p01/undo", "/p01/watch"):
+        status, body = server.request(path, method="POST", token=False, headers=jar)
+        assert status == 403 and "token" in body, (path, status, body)
+    after = server.progress.read_text() if server.progress.exists() else None
+    assert before == after
+    # ... nor can the token be taken from a page: no page the cookie reads contains it
+    for path in ("/", "/p01", "/p04", "/static/app.js", "/api/status"):
+        assert server.token not in server.request(path, token=False, headers=jar)[1], path
 
 
 @pytest.mark.parametrize("headers", [{}, {"Origin": "http://evil.example"},

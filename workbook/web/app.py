@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import secrets
 import json
 from dataclasses import asdict
 from http.cookies import SimpleCookie
@@ -88,6 +89,11 @@ class Guard:
     def __init__(self, app, *, token: str, port_of):
         self.app = app
         self.token = token
+        # What the cookie carries: it lets a browser read pages, never change anything.
+        # Cookies are scoped by host, not port, so every other server on 127.0.0.1 receives
+        # it; a change needs the token itself, which the page's script keeps in this
+        # origin's localStorage (scoped by port) and sends as X-Workbook-Token.
+        self.reader = secrets.token_urlsafe(32)
         self.port_of = port_of  # the bound port is known only once the socket exists
 
     def cookie_name(self) -> str:
@@ -119,24 +125,28 @@ class Guard:
             cookies.load(headers.get("cookie", ""))
         except Exception:  # noqa: BLE001 - a malformed cookie header is just no cookie
             pass
-        given = [query.get("token", [""])[0], headers.get("x-workbook-token", "")]
-        if self.cookie_name() in cookies:
-            given.append(cookies[self.cookie_name()].value)
-        if not any(g and hmac.compare_digest(g, self.token) for g in given):
+        method = scope["method"]
+        header = headers.get("x-workbook-token", "")
+        reading = method in ("GET", "HEAD")
+        given = [header, query.get("token", [""])[0]] if reading else [header]
+        allowed = any(g and hmac.compare_digest(g, self.token) for g in given)
+        if reading and not allowed and self.cookie_name() in cookies:
+            allowed = hmac.compare_digest(cookies[self.cookie_name()].value, self.reader)
+        if not allowed:
             return await PlainTextResponse(
                 "forbidden: open the link that ./check.sh serve printed (it carries the "
                 "token)", 403)(scope, receive, send)
-        method = scope["method"]
-        if method not in ("GET", "HEAD"):
+        if not reading:
             origin = headers.get("origin")
             if origin not in {f"http://{h}" for h in hosts}:
                 return await PlainTextResponse(
                     f"forbidden: a {method} must come from this server's own pages "
                     f"(Origin {origin or 'missing'})", 403)(scope, receive, send)
         if method == "GET" and "token" in query:
-            # set the cookie, then drop the token from the address bar
-            response = RedirectResponse(scope["path"], 303)
-            response.set_cookie(self.cookie_name(), self.token, httponly=True,
+            # Set the reading cookie and hand the token to the page's script in the
+            # fragment (never sent to a server), which keeps it and drops it from the bar.
+            response = RedirectResponse(f"{scope['path']}#token={self.token}", 303)
+            response.set_cookie(self.cookie_name(), self.reader, httponly=True,
                                 samesite="strict", path="/")
             return await response(scope, receive, send)
         return await self.app(scope, receive, send)

@@ -4,6 +4,19 @@
 
 window.__wb = { latencies: [], events: [] };
 
+// The server's token arrives once, in the address's fragment (never sent to a server). It is
+// kept in this origin's localStorage, which (unlike a cookie) other servers on 127.0.0.1
+// never see, and sent with every change; the cookie only lets the browser read pages.
+(function keepToken() {
+  const m = /^#token=([^&]+)$/.exec(location.hash);
+  if (!m) return;
+  try { localStorage.setItem("workbook-token", decodeURIComponent(m[1])); } catch (e) { /* */ }
+  history.replaceState(null, "", location.pathname + location.search);
+})();
+function token() {
+  try { return localStorage.getItem("workbook-token") || ""; } catch (e) { return ""; }
+}
+
 function $(sel, root) { return (root || document).querySelector(sel); }
 function $all(sel, root) { return Array.from((root || document).querySelectorAll(sel)); }
 function esc(s) {
@@ -84,7 +97,8 @@ function initStaticHints() {
 async function post(url, body) {
   const res = await fetch(url, {
     method: "POST", credentials: "same-origin",
-    headers: { "Content-Type": "application/json" }, body: JSON.stringify(body || {}),
+    headers: { "Content-Type": "application/json", "X-Workbook-Token": token() },
+    body: JSON.stringify(body || {}),
   });
   let doc = {};
   try { doc = await res.json(); } catch (e) { doc = { ok: false, message: res.statusText }; }
