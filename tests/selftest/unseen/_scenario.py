@@ -81,7 +81,12 @@ def main(scenarios: dict, argv: list[str]) -> int:
     """``python expose_pNN.py NAME PATH``: run scenario NAME on the file at PATH."""
     name, path = argv[1], argv[2]
     fn = scenarios[name]
-    mod = load(path, Path(path).stem)
+    try:
+        mod = load(path, Path(path).stem)
+    except Exception as exc:  # noqa: BLE001 - a module that cannot be imported is broken
+        print(f"BROKEN: the module does not import on Python {sys.version.split()[0]}: "
+              f"{type(exc).__name__}: {exc}")
+        return 1
     try:
         problem = fn(mod)
     except (Broken, AssertionError) as exc:

@@ -286,12 +286,30 @@ def cancel_swallowed(mod):
            f"{took:.2f} s, not with CancelledError at once")
 
 
+def remaining_read_at_turn_start(mod):
+    async def go():
+        sink = mod.OutputSink()
+        sink.bind_loop()
+        sink.after_empty_drain = lambda: time.sleep(0.3)  # a slow turn (the hook is a test's)
+        started = time.monotonic()
+        got = await sink.get_batch(timeout=0.2)
+        return got, time.monotonic() - started
+    got, took = _run(go())
+    expect(got == [] and took < 0.45,
+           f"get_batch(timeout=0.2) with a 0.3 s hook returned {got!r} after {took:.2f} s: "
+           "the deadline had passed when the hook returned (expected about 0.3 s)")
+
+
+def asyncio_timeout_context(mod):
+    except_builtin_timeout_error(mod)
+
+
 SCENARIOS = {name: fn for name, fn in list(globals().items())
              if callable(fn) and not name.startswith("_") and fn.__module__ == __name__
              and name not in ("main", "expect", "in_thread")}
 
 #: Scenarios that show their mistake only under another interpreter.
-PYTHON = {"except_builtin_timeout_error": "3.10"}
+PYTHON = {"except_builtin_timeout_error": "3.10", "asyncio_timeout_context": "3.10"}
 
 if __name__ == "__main__":
     sys.exit(main(SCENARIOS, sys.argv))
