@@ -45,12 +45,12 @@ def run_one(script: Path, name: str, target: Path, python: str) -> tuple[bool | 
                               stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return False, f"no verdict within {LIMIT:.0f} s (hung)"
-    lines = (proc.stdout + proc.stderr).strip().splitlines() or ["(no output)"]
-    if proc.returncode == 0 and lines[-1] == "ok":
+    said = proc.stdout.strip().splitlines()  # the verdict; stderr may hold logged errors
+    if proc.returncode == 0 and said and said[-1] == "ok":
         return True, "ok"
-    broken = [line for line in lines if line.startswith("BROKEN: ")]
-    if proc.returncode == 1 and broken:
-        return False, broken[-1][len("BROKEN: "):]
+    if proc.returncode == 1 and said and said[-1].startswith("BROKEN: "):
+        return False, said[-1][len("BROKEN: "):]
+    lines = (proc.stdout + proc.stderr).strip().splitlines() or ["(no output)"]
     return None, f"exit {proc.returncode}: {lines[-1]}"
 
 
