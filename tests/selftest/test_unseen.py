@@ -1,0 +1,74 @@
+"""The corpus of unseen wrong variants (tests/selftest/unseen/) cannot drift.
+
+Each ``unseen/pNN/NAME.diff`` must still apply to the current reference and compile, be
+listed in ``unseen/pNN.toml`` with the sentence it breaks, and have an exposure scenario in
+``unseen/expose_pNN.py``.  Cheap: no acceptance run, no scenario run (``python -m
+tests.selftest.unseen.measure`` and ``... .expose`` do those).
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.selftest.unseen import measure
+from workbook import manifest, variants
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+UNSEEN = Path(measure.__file__).resolve().parent
+PROBLEMS = sorted(p.name for p in UNSEEN.iterdir() if p.is_dir() and p.name.startswith("p"))
+FIELDS = ("name", "breaks", "class", "scenario", "checkpoint", "accepted")
+
+
+def _index(problem: str) -> dict:
+    with (UNSEEN / f"{problem}.toml").open("rb") as f:
+        return tomllib.load(f)
+
+
+def _cases():
+    return [pytest.param(e, id=f"{e.problem}-{e.name}") for p in PROBLEMS
+            for e in measure.corpus(p)]
+
+
+def test_every_problem_has_a_corpus_of_at_least_eight():
+    assert PROBLEMS == sorted(manifest.problems())
+    for p in PROBLEMS:
+        assert len(measure.corpus(p)) >= 8, p
+
+
+@pytest.mark.parametrize("entry", _cases())
+def test_the_diff_applies_to_the_current_reference_and_compiles(entry):
+    variant = measure.as_variant(entry)
+    parsed = variants.parse(variant)
+    assert parsed.explanation, f"{entry.source.name} explains nothing above the diff"
+    text = variants.apply(variant)
+    assert text != variant.problem.solution_file.read_text("utf-8")
+    compile(text, str(variant.problem.solution_file), "exec", dont_inherit=True)
+
+
+@pytest.mark.parametrize("problem", PROBLEMS)
+def test_the_index_and_the_diffs_agree(problem):
+    data = _index(problem)
+    listed = [v["name"] for v in data["variants"]]
+    on_disk = sorted(p.stem for p in (UNSEEN / problem).glob("*.diff"))
+    assert sorted(listed) == on_disk and len(set(listed)) == len(listed)
+    checkpoints = {cp.id for cp in manifest.get(problem).checkpoints}
+    for v in data["variants"]:
+        missing = [k for k in FIELDS if not str(v.get(k, "")).strip()]
+        assert not missing, f"{problem} {v['name']} lacks {missing}"
+        assert v["checkpoint"] in checkpoints, f"{problem} {v['name']}: {v['checkpoint']}"
+    for d in data.get("discarded", []):  # rejected today, so not kept: not on disk either
+        assert d["name"] not in on_disk and d["caught_by"].strip()
+
+
+@pytest.mark.parametrize("problem", PROBLEMS)
+def test_every_variant_has_an_exposure_scenario(problem):
+    tree = ast.parse((UNSEEN / f"expose_{problem}.py").read_text("utf-8"))
+    functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    names = [e.name for e in measure.corpus(problem)]
+    assert not [n for n in names if n not in functions]
