@@ -51,11 +51,12 @@ class Control:
         """Ask the loop to stop: callable from any thread, any number of times; never
         blocks and never raises while the control is in use.
 
-        The state is recorded **before** the notification byte is written: whoever is
-        woken by the byte already sees ``stop_requested``.  A full buffer
-        (``BlockingIOError``) means a wakeup is already pending, so that byte is dropped.
-        After ``run()`` has finished with this control (or after ``close()``), raises
-        ``RuntimeError``.
+        The contract: once it returns, ``stop_requested`` is true, and a ``run()`` using
+        this control, even one asleep in ``select()``, wakes up, sees the stop and ends
+        soon after; no press is ever lost.  A control whose socket buffer is full still
+        counts as pressed.  After ``run()`` has finished with this control (or after
+        ``close()``), raises ``RuntimeError``.  How to keep that promise is the chapter's
+        "Write the state first" (``./check.sh book p02``) and the hints.
         """
         # TODO
         raise NotImplementedError("Control.request_stop")

@@ -3,10 +3,10 @@
 Your task: rebuild the machinery behind tornado's generator coroutines.
 
 * ``Future`` -- a result that is not there yet; callbacks run when it completes.
-* ``IOLoop`` -- one thread's event loop: each turn runs the callbacks queued and the timeouts
-  due when it began, then sleeps in ``select()`` until a deadline or a byte on the waker.
-  Other threads may call ``add_callback`` and nothing else, as in tornado; to stop a loop
-  from another thread, ``loop.add_callback(loop.stop)``.
+* ``IOLoop`` -- one thread's event loop: it runs callbacks and timeouts in turns, and sleeps
+  in a selector's ``select()`` when it has nothing to do.  Other threads may call
+  ``add_callback`` and nothing else, as in tornado; to stop a loop from another thread,
+  ``loop.add_callback(loop.stop)``.
 * ``coroutine`` and ``_Runner`` -- the trampoline: resume the generator with ``send`` (or
   ``throw``) whenever the Future it yielded is done.
 
@@ -106,10 +106,7 @@ class IOLoop:
         self._sequence = itertools.count()
         # Sleep in self._selector.select(timeout) -- the tests look for a selectors select().
         self._selector = selectors.DefaultSelector()
-        self._waker_r, self._waker_w = socket.socketpair()
-        self._waker_r.setblocking(False)
-        self._waker_w.setblocking(False)
-        self._selector.register(self._waker_r, selectors.EVENT_READ)
+        # TODO: how does another thread end that sleep? (the chapter's "Timeline: the waker")
         self._thread_ident = threading.get_ident()
         self._stopped = False
         # TODO: anything else your loop needs (a new loop becomes its thread's current loop)
@@ -126,11 +123,12 @@ class IOLoop:
     def add_callback(self, callback, *args, **kwargs) -> None:
         """Run ``callback(*args, **kwargs)`` on the loop thread, on a later turn.
 
-        Thread-safe; never runs the callback itself.  A caller on another thread writes one
-        byte to the waker (non-blocking) only when the list was empty -- decided and
-        appended under one lock -- and counts it in ``wakeups_scheduled``.  A caller on the
-        loop thread never writes to the waker.  On a closed loop the callback is dropped
-        (no error), as in tornado.
+        Thread-safe and never blocks; never runs the callback itself.  Callbacks run in
+        the order they were added.  A call from another thread wakes a sleeping loop; a
+        burst of calls made before the loop has collected the first of them costs one
+        wakeup, not one per call; each wakeup is counted in ``wakeups_scheduled``.  A call
+        on the loop thread never counts one.  On a closed loop the callback is dropped (no
+        error), as in tornado.
         """
         raise NotImplementedError  # TODO
 
@@ -148,15 +146,13 @@ class IOLoop:
 
     def start(self) -> None:
         """Run turns until stop(); meanwhile this is the thread's current loop, and when
-        start() returns the thread has its previous current loop back.  One turn:
+        start() returns the thread has its previous current loop back.
 
-        1. the callbacks that were queued when the turn began run, in arrival order (ones
-           they add wait for the next turn);
-        2. then the timeouts that were due when the turn began run, in deadline order (one
-           that falls due during the turn, or a ``call_later(0)`` added by a callback, waits
-           for the next turn; one removed meanwhile never runs);
-        3. then the loop sleeps in the selector: not at all if callbacks are pending, else
-           until the next deadline, else until the waker receives a byte.
+        The guarantees (the chapter's "One turn of the IOLoop" explains them):
+        a callback added by a callback, and a ``call_later(0)`` made in a callback, run on
+        a later turn, after the callbacks that were already queued; timeouts run in
+        deadline order and never early, a removed one never; a loop with nothing to do
+        sleeps in the selector (no CPU) until a deadline or a call from another thread.
         A callback that raises is logged; the loop goes on.
         """
         raise NotImplementedError  # TODO

@@ -8,6 +8,12 @@ A chapter is markdown plus three constructs (format D of the team contracts):
 * a fold ``<details><summary>Answer: ...</summary> ... </details>``: an answer the reader
   opens by choice.
 
+Footnotes are markdown's own (``text[^label]`` and ``[^label]: note``), found by
+markdown-it's footnote plugin on the whole chapter: the definitions leave the running text
+and become one ``Notes`` block where the first of them stood, numbered in the order of
+their first reference; renderers turn each ``[^label]`` into a link (web) or ``[n]``
+(terminal).
+
 Every heading gets a stable anchor, its GitHub-style slug; ``<!-- anchor: NAME -->`` on the
 line before a heading gives it an explicit one instead (the slug stays as an alias).
 Nothing inside a fenced code block is a directive or a heading.
@@ -15,6 +21,7 @@ Nothing inside a fenced code block is a directive or a heading.
 from __future__ import annotations
 
 import re
+import textwrap
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,13 +69,26 @@ class PitfallDiff:
 
 
 @dataclass(frozen=True)
+class Footnote:
+    label: str
+    number: int      # 1, 2, ... in the order of the first reference
+    text: str        # the note's markdown
+
+
+@dataclass(frozen=True)
+class Notes:
+    notes: tuple[Footnote, ...]
+    line: int
+
+
+@dataclass(frozen=True)
 class Fold:
     summary: str
     blocks: tuple["Block", ...]
     line: int
 
 
-Block = Union[Markdown, Heading, TimelineRef, PitfallDiff, Fold]
+Block = Union[Markdown, Heading, TimelineRef, PitfallDiff, Fold, Notes]
 
 
 @dataclass
@@ -78,6 +98,12 @@ class Chapter:
     title: str
     blocks: list[Block]
     headings: list[Heading] = field(default_factory=list)
+    footnotes: tuple[Footnote, ...] = ()
+
+    def notes_for(self, blocks: Iterable[Block]) -> tuple[Footnote, ...]:
+        """The footnotes that ``blocks`` (a section, say) refer to, in number order."""
+        text = "\n".join(b.text for b in _walk(blocks) if isinstance(b, Markdown))
+        return tuple(n for n in self.footnotes if f"[^{n.label}]" in text)
 
     def walk(self) -> Iterator[Block]:
         """Every block, folds' contents included, in reading order."""
@@ -135,18 +161,53 @@ def slugify(text: str) -> str:
     return "".join(kept)
 
 
+def footnotes(text: str) -> tuple[tuple[Footnote, ...], dict[int, int]]:
+    """The chapter's referenced footnotes, and the lines their definitions take
+    (line index -> index of the first line of that definition)."""
+    from markdown_it import MarkdownIt
+    from mdit_py_plugins.footnote import footnote_plugin
+
+    env: dict = {}
+    tokens = MarkdownIt("commonmark").use(footnote_plugin).parse(text, env)
+    lines = text.split("\n")
+    notes: list[Footnote] = []
+    spans: dict[int, int] = {}
+    current: dict | None = None
+    for tok in tokens:
+        if tok.type == "footnote_open":
+            current = {"meta": tok.meta, "start": None, "end": None}
+        elif tok.type == "footnote_close" and current is not None:
+            start, end = current["start"], current["end"]
+            label, number = current["meta"]["label"], current["meta"]["id"] + 1
+            if start is None:  # an empty note
+                notes.append(Footnote(label, number, ""))
+            else:
+                first = lines[start].split("]:", 1)[1] if "]:" in lines[start] else ""
+                body = textwrap.dedent("\n".join(lines[start + 1:end]))
+                notes.append(Footnote(label, number, (first.strip() + "\n" + body).strip()))
+                spans.update({i: start for i in range(start, end)})
+            current = None
+        elif current is not None and tok.map:
+            lo, hi = tok.map
+            current["start"] = lo if current["start"] is None else min(current["start"], lo)
+            current["end"] = hi if current["end"] is None else max(current["end"], hi)
+    return tuple(sorted(notes, key=lambda n: n.number)), spans
+
+
 def parse(text: str, *, problem: str = "", path: Path | None = None) -> Chapter:
     lines = text.split("\n")
+    notes, spans = footnotes(text) if "[^" in text else ((), {})
     used: dict[str, int] = {}
     headings: list[Heading] = []
-    blocks, end = _parse_blocks(lines, 0, headings, used, top=True)
+    blocks, end = _parse_blocks(lines, 0, headings, used, top=True, notes=(notes, spans))
     title = next((_plain(h.text) for h in headings if h.level == 1), problem)
     return Chapter(problem=problem, path=path or Path("<text>"), title=title, blocks=blocks,
-                   headings=headings)
+                   headings=headings, footnotes=notes)
 
 
 def _parse_blocks(lines: list[str], i: int, headings: list[Heading], used: dict[str, int], *,
-                  top: bool) -> tuple[list[Block], int]:
+                  top: bool, notes: tuple[tuple[Footnote, ...], dict[int, int]] = ((), {})
+                  ) -> tuple[list[Block], int]:
     """Blocks from ``lines[i:]`` up to the end (top level) or the closing ``</details>``."""
     blocks: list[Block] = []
     buf: list[str] = []
@@ -166,6 +227,13 @@ def _parse_blocks(lines: list[str], i: int, headings: list[Heading], used: dict[
             if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) \
                     and not line.strip()[len(m.group(1)):].strip():
                 fence = None
+            i += 1
+            continue
+        if i in notes[1]:  # a footnote definition: all of them become one Notes block
+            if notes[0] and not any(isinstance(b, Notes) for b in blocks):
+                flush()
+                blocks.append(Notes(notes[0], i + 1))
+                notes = ((), notes[1])
             i += 1
             continue
         m = FENCE.match(line)
@@ -220,7 +288,7 @@ def _parse_blocks(lines: list[str], i: int, headings: list[Heading], used: dict[
                     raise ChapterError(f"line {start}: <details> needs a <summary>...</summary>")
                 summary = s.group(1)
                 i += 1
-            inner, i = _parse_blocks(lines, i, headings, used, top=False)
+            inner, i = _parse_blocks(lines, i, headings, used, top=False, notes=notes)
             blocks.append(Fold(summary.strip(), tuple(inner), start))
             continue
         if DETAILS_CLOSE.match(line):
@@ -271,6 +339,21 @@ def read_pitfall_diff(problem_id: str, name: str) -> tuple[str, str]:
         if line.startswith("--- "):
             return "\n".join(lines[:i]).strip(), "\n".join(lines[i:]).rstrip("\n") + "\n"
     return "\n".join(lines).strip(), ""
+
+
+def changed_lines(diff: str) -> str:
+    """A unified diff cut down to what changes: the hunk headers, the removed and added lines,
+    and, for orientation, the ``def``/``class`` lines among the context.  The rest of the
+    context is the reference's own code, which a chapter read before solving must not show."""
+    keep = []
+    for line in diff.splitlines():
+        if line.startswith(("--- ", "+++ ")):
+            continue
+        if line.startswith(("@@", "-", "+")):
+            keep.append(line)
+        elif line[1:].lstrip().startswith(("def ", "async def ", "class ")):
+            keep.append(line)
+    return "\n".join(keep) + "\n"
 
 
 def problems_of_directives(chapter: Chapter, *, strict: bool = False) -> list[str]:

@@ -96,7 +96,14 @@ def cmd_check(problem_id: str, argv: list[str]) -> int:
             changed = variants.refresh(variant)
             console.print(f"{render.shown_path(variant.source)}: "
                           f"{'rewritten' if changed else 'already up to date'}")
-        if args.show:
+        if args.show and not console.is_terminal:
+            # piped (`--show > fix.diff`, `| git apply`): the stored file itself, unwrapped and
+            # uncoloured; its explanation sits before the `---` line, where patch tools skip it
+            variants.apply(variant)  # say so at once if it no longer applies
+            sys.stdout.write(f"{variant.label} · must fail: {', '.join(variant.fails)} · "
+                             f"{render.shown_path(variant.source)}\n\n"
+                             + variant.source.read_text("utf-8"))
+        elif args.show:
             variants.show(variant, console)
         return 0
     if args.repeat < 1:
@@ -284,6 +291,8 @@ def cmd_book(argv: list[str]) -> int:
     parser.add_argument("--answers", action="store_true", help="open every answer fold")
     parser.add_argument("--section", metavar="NAME",
                         help="show one section (fuzzy match on its title or anchor)")
+    parser.add_argument("--no-pager", action="store_true",
+                        help="print straight to the terminal (a pager is used on a TTY)")
     args = parser.parse_args(argv)
     if args.problem in book_sections.EXTRA:
         return _book_extra(args.problem, args)
@@ -296,8 +305,19 @@ def cmd_book(argv: list[str]) -> int:
         from workbook import chapters
         chapter = chapters.load(problem)
         blocks = chapter.section(_find_section(chapter, args.section).anchor)
-    console.print(_chapter_view(problem, answers=args.answers, blocks=blocks))
+    _print_book(_chapter_view(problem, answers=args.answers, blocks=blocks), args)
     return 0
+
+
+def _print_book(view, args: argparse.Namespace) -> None:
+    """A chapter is a thousand lines: on a terminal it goes through a pager (``$PAGER``, else
+    ``less``, told to keep the colours), piped it is printed as it is."""
+    if console.is_terminal and not args.no_pager:
+        os.environ.setdefault("LESS", "-R")
+        with console.pager(styles=True):
+            console.print(view)
+    else:
+        console.print(view)
 
 
 def _find_section(chapter, name: str):
@@ -312,7 +332,7 @@ def _book_extra(name: str, args: argparse.Namespace) -> int:
     from workbook import bookview
     chapter = book_sections.load_extra(name)
     blocks = chapter.section(_find_section(chapter, args.section).anchor) if args.section else None
-    console.print(bookview.chapter_view(chapter, answers=args.answers, blocks=blocks))
+    _print_book(bookview.chapter_view(chapter, answers=args.answers, blocks=blocks), args)
     return 0
 
 

@@ -261,6 +261,13 @@ def create_app(*, token: str, port_of, mine: Path | None = None) -> Starlette:
         return JSONResponse({"progress": progress.load(),
                              "cards": [asdict(c) for c in pages.cards(mine=mine)]})
 
+    async def extra_page(request):  # the closing chapter
+        name = request.url.path.strip("/")
+        extra = await asyncio.to_thread(pages.extra_chapter, name)
+        page = env.get_template("chapter.html").render(
+            extra=extra, all_cards=pages.cards(mine=mine), current=name, **urls())
+        return HTMLResponse(page)
+
     async def static(request):
         name = request.path_params["name"]
         if name == "pygments.css":
@@ -278,6 +285,7 @@ def create_app(*, token: str, port_of, mine: Path | None = None) -> Starlette:
         Route("/", index),
         Route("/static/{name:str}", static),
         Route("/api/status", status),
+        *(Route(f"/{name}", extra_page) for name in pages.EXTRA_TITLES),
         Route(f"/{PROBLEM}", problem_page),
         Route(f"/{PROBLEM}/events", events),
         Route(f"/{PROBLEM}/run", run, methods=["POST"]),

@@ -7,6 +7,7 @@ from functools import lru_cache
 from html import escape
 
 from markdown_it import MarkdownIt
+from mdit_py_plugins.footnote import footnote_plugin
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer, TextLexer, get_lexer_by_name
@@ -19,24 +20,57 @@ from workbook.run import UsageError
 HEADING_SHIFT = 1
 
 
+def code_block(code: str, lexer, css: str = "highlight") -> str:
+    """One code block: a single ``<pre class="highlight"><code>`` holding Pygments' spans.
+    (Starting with ``<pre`` tells markdown-it not to wrap it in a second ``<pre><code>``.)"""
+    spans = highlight(code, lexer, HtmlFormatter(nowrap=True))
+    lang = escape(lexer.aliases[0]) if getattr(lexer, "aliases", None) else "text"
+    return f'<pre class="{escape(css)}"><code class="language-{lang}">{spans}</code></pre>'
+
+
 def _highlight(code: str, lang: str, _attrs) -> str:
     lang = (lang or "").strip().split()[0] if lang else ""
     try:
         lexer = get_lexer_by_name(lang) if lang else TextLexer()
     except ClassNotFound:
         lexer = TextLexer()
-    return highlight(code, lexer, HtmlFormatter(cssclass="highlight", wrapcode=True))
+    return code_block(code, lexer)
 
 
-@lru_cache(maxsize=1)
-def _md() -> MarkdownIt:
+@lru_cache(maxsize=2)
+def _md(in_chapter: bool = False) -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": True, "highlight": _highlight})
     md.enable(["table", "strikethrough"])
+    md.use(footnote_plugin, inline=False)
+    if in_chapter:
+        # a chapter's notes are its Notes block (chapters.parse) and its blocks are rendered
+        # one by one: each render must not append the plugin's own list of notes
+        md.disable("footnote_tail")
     return md
 
 
-def markdown(text: str) -> str:
-    html = _md().render(text)
+def footnote_env(chapter: chapters.Chapter, prefix: str = "") -> dict:
+    """The markdown-it env that makes ``[^label]`` a link to the chapter's note."""
+    return {"docId": f"{prefix}{chapter.problem}",
+            "footnotes": {"refs": {f":{n.label}": n.number - 1 for n in chapter.footnotes},
+                          "list": {n.number - 1: {"label": n.label, "count": 0}
+                                   for n in chapter.footnotes}}}
+
+
+def _note_id(env: dict, number: int, kind: str = "fn") -> str:
+    return f"{kind}-{env['docId']}-{number}"
+
+
+def notes(items, env: dict) -> str:
+    lis = "".join(f'<li id="{escape(_note_id(env, n.number))}" class="footnote-item">'
+                  f'{markdown(n.text)}<a href="#{escape(_note_id(env, n.number, "fnref"))}" '
+                  f'class="footnote-backref" aria-label="back to the text">↩</a></li>'
+                  for n in items)
+    return f'<section class="footnotes" aria-label="Notes"><ol>{lis}</ol></section>'
+
+
+def markdown(text: str, env: dict | None = None) -> str:
+    html = _md(env is not None).render(text, env if env is not None else {})
     # tables can be wider than a phone: let them scroll inside their own box
     return html.replace("<table>", '<div class="table-scroll" tabindex="0"><table>') \
                .replace("</table>", "</table></div>")
@@ -47,7 +81,7 @@ def inline(text: str) -> str:
 
 
 def python(code: str) -> str:
-    return highlight(code, PythonLexer(), HtmlFormatter(cssclass="highlight", wrapcode=True))
+    return code_block(code, PythonLexer())
 
 
 def pygments_css() -> str:
@@ -58,11 +92,20 @@ def pygments_css() -> str:
 
 
 def blocks(chapter: chapters.Chapter, items, *, fold_prefix: str = "fold",
-           anchor_prefix: str = "", shift: int = HEADING_SHIFT) -> str:
+           anchor_prefix: str = "", shift: int = HEADING_SHIFT, env: dict | None = None) -> str:
+    if env is None:
+        env = footnote_env(chapter, anchor_prefix)
+        items = list(items)
+        if chapter.footnotes and not any(isinstance(b, chapters.Notes) for b in items):
+            shown = chapter.notes_for(items)  # a section alone: its own notes at its end
+            if shown:
+                items.append(chapters.Notes(shown, 0))
     out: list[str] = []
     for i, block in enumerate(items):
         if isinstance(block, chapters.Markdown):
-            out.append(markdown(block.text))
+            out.append(markdown(block.text, env))
+        elif isinstance(block, chapters.Notes):
+            out.append(notes(block.notes, env))
         elif isinstance(block, chapters.Heading):
             out.append(heading(block, anchor_prefix, shift))
         elif isinstance(block, chapters.TimelineRef):
@@ -72,7 +115,7 @@ def blocks(chapter: chapters.Chapter, items, *, fold_prefix: str = "fold",
         elif isinstance(block, chapters.Fold):
             out.append(f'<details class="fold"><summary>{inline(block.summary)}</summary>'
                        f'<div class="fold-body">'
-                       f'{blocks(chapter, block.blocks, fold_prefix=f"{fold_prefix}-{i}", anchor_prefix=anchor_prefix, shift=shift)}'
+                       f'{blocks(chapter, block.blocks, fold_prefix=f"{fold_prefix}-{i}", anchor_prefix=anchor_prefix, shift=shift, env=env)}'
                        f'</div></details>')
     return "\n".join(out)
 
@@ -136,8 +179,9 @@ def pitfall_diff(problem_id: str, name: str) -> str:
                 f' --show</code>).</p>')
     except UsageError as exc:
         return f'<p class="error">pitfall {escape(name)}: {escape(str(exc))}</p>'
-    code = highlight(diff, get_lexer_by_name("diff"),
-                     HtmlFormatter(cssclass="highlight diff", wrapcode=True))
-    return (f'<figure class="pitfall-diff" aria-label="pitfall {escape(name)}">'
-            f'<figcaption>Pitfall <code>{escape(name)}</code>: the change from the reference'
-            f'</figcaption>{markdown(why) if why else ""}{code}</figure>')
+    code = code_block(chapters.changed_lines(diff), get_lexer_by_name("diff"), "highlight diff")
+    return (f'<details class="fold pitfall-diff" aria-label="pitfall {escape(name)}">'
+            f'<summary>Pitfall <code>{escape(name)}</code>: the lines it changes in the '
+            f'reference</summary><div class="fold-body">{markdown(why) if why else ""}{code}'
+            f'<p class="muted">The whole diff: <code>./check.sh {escape(problem_id)} '
+            f'--pitfall {escape(name)} --show</code></p></div></details>')

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from workbook import ROOT, chapters, manifest, progress
+from workbook import ROOT, book_sections, chapters, manifest, progress
 from workbook.render import shown_path
 from workbook.web import html
 
@@ -95,6 +95,32 @@ def _chapter_cached(problem_id: str, mtimes: tuple) -> Chapter:
         if h is not None:
             sections[s], titles[s] = h.anchor, chapters._plain(h.text)
     return Chapter(problem, body, toc, sections, titles)
+
+
+@dataclass
+class ExtraChapter:
+    """A chapter that belongs to no problem (the closing one): its own page."""
+    name: str
+    title: str
+    html: str
+    toc: list[tuple[str, str]]
+
+
+@lru_cache(maxsize=None)
+def _extra_cached(name: str, mtime: int) -> ExtraChapter:
+    ch = book_sections.load_extra(name)
+    body = html.blocks(ch, [b for b in ch.blocks
+                            if not (isinstance(b, chapters.Heading) and b.level == 1)])
+    toc = [(h.anchor, chapters._plain(h.text)) for h in ch.headings if h.level == 2]
+    return ExtraChapter(name, ch.title, body, toc)
+
+
+def extra_chapter(name: str) -> ExtraChapter:
+    """``designs``: the closing chapter, re-rendered when its file changes."""
+    return _extra_cached(name, book_sections.EXTRA[name].stat().st_mtime_ns)
+
+
+EXTRA_TITLES = {"designs": "Designs"}  # the name in the site's navigation
 
 
 def chapter(problem: manifest.Problem) -> Chapter:

@@ -1,7 +1,8 @@
 """``./check.sh site OUT_DIR``: the whole book as static HTML an instructor can host anywhere.
 
-The same templates and chapter rendering as ``serve``; hints sit behind reveal buttons (one
-level at a time), answers in folds, timelines step through; instead of a run button each
+The same templates and chapter rendering as ``serve``, the closing chapter included; hints
+sit in ``<details>`` folds (with JavaScript one level at a time), answers in folds,
+timelines step through; instead of a run button each
 page names the command to run.  No progress, no token, no server.
 """
 from __future__ import annotations
@@ -42,6 +43,11 @@ def build(out: Path) -> list[Path]:
             reference_html="", page_data={}, **urls)
         path = out / f"{problem.id}.html"
         path.write_text(page, "utf-8")
+        written.append(path)
+    for name in pages.EXTRA_TITLES:  # the closing chapter
+        path = out / f"{name}.html"
+        path.write_text(env.get_template("chapter.html").render(
+            extra=pages.extra_chapter(name), all_cards=cards, current=name, **urls), "utf-8")
         written.append(path)
     return written
 

@@ -80,17 +80,55 @@ function enableNextHint(level) {
 }
 
 function initStaticHints() {
-  $all("section.hint").forEach((sec) => {
-    const btn = $("button.reveal", sec), body = $(".hint-body", sec);
-    if (!btn) return;
-    btn.addEventListener("click", () => {
-      body.hidden = false;
-      btn.hidden = true;
-      btn.setAttribute("aria-expanded", "true");
-      enableNextHint(Number(sec.dataset.level));
-      body.focus && body.setAttribute("tabindex", "-1");
-      body.focus();
+  // Without JavaScript every level is a <details> fold anyone can open. With it, a level
+  // opens only after the one before it, so a reader meets the light spoiler first.
+  const folds = $all("section.hint details.hint-fold");
+  folds.forEach((fold, k) => {
+    const summary = $("summary", fold);
+    const locked = () => k > 0 && !folds[k - 1].dataset.opened;
+    const mark = () => {
+      summary.setAttribute("aria-disabled", locked() ? "true" : "false");
+      fold.classList.toggle("locked", locked());
+    };
+    summary.addEventListener("click", (e) => { if (locked() && !fold.open) e.preventDefault(); });
+    fold.addEventListener("toggle", () => {
+      if (!fold.open) return;
+      fold.dataset.opened = "1";
+      folds.forEach((f) => f.dispatchEvent(new Event("wb-lock")));
     });
+    fold.addEventListener("wb-lock", mark);
+    mark();
+  });
+}
+
+// -- copy buttons ----------------------------------------------------------------------------
+
+function initCopyButtons(root) {
+  // Progressive: the code is plain text in a <pre>; the button only saves selecting it.
+  if (!navigator.clipboard) return;
+  $all("pre.highlight, pre.command", root).forEach((pre) => {
+    if (pre.dataset.copy) return;
+    pre.dataset.copy = "1";
+    const btn = document.createElement("button");
+    btn.type = "button";
+    btn.className = "copy";
+    btn.textContent = "Copy";
+    btn.setAttribute("aria-label", "copy this code");
+    btn.addEventListener("click", async () => {
+      const code = $("code", pre) || pre;
+      try {
+        await navigator.clipboard.writeText(code.innerText.replace(/\n$/, ""));
+        btn.textContent = "Copied";
+      } catch (e) {
+        btn.textContent = "Select and copy";
+      }
+      setTimeout(() => { btn.textContent = "Copy"; }, 1500);
+    });
+    const wrap = document.createElement("div");
+    wrap.className = "code-wrap";
+    pre.parentNode.insertBefore(wrap, pre);
+    wrap.appendChild(pre);
+    wrap.appendChild(btn);
   });
 }
 
@@ -121,6 +159,7 @@ function initServedHints(pid) {
       document.body.dataset.hintsSeen = String(doc.hints_seen);
       enableNextHint(level);
       body.querySelectorAll("figure.timeline").forEach(initTimeline);
+      initCopyButtons(body);
       body.focus();
     });
   });
@@ -250,6 +289,7 @@ function initReference(pid) {
 
 document.addEventListener("DOMContentLoaded", () => {
   $all("figure.timeline").forEach(initTimeline);
+  initCopyButtons(document);
   const mode = document.body.dataset.mode, pid = document.body.dataset.problem;
   if (!pid) return;
   if (mode === "static") { initStaticHints(); return; }
