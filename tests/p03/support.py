@@ -24,6 +24,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from workbook.stuck.code import is_kit
 from workbook.testkit import (BOUND, PARKED_CPU, DaemonThread, fail, interrupt_thread,
                               kernel_state, run_hooked, stacks, start_daemon,
                               thread_cpu_seconds, wait_until)
@@ -123,7 +124,8 @@ def where(thread: threading.Thread) -> str:
     names = []
     for frame in stacks().get(thread.ident, []) if thread.ident is not None else []:
         code = frame.f_code
-        if not code.co_filename.endswith(("threading.py", "support.py", "testkit.py")):
+        if not code.co_filename.endswith(("threading.py", "support.py")) \
+                and not is_kit(code.co_filename):
             names.append(f"{code.co_name} (line {frame.f_lineno})")
         if len(names) == 3:
             break
