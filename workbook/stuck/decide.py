@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from workbook.stuck.model import Snapshot, ThreadLook
+from workbook.stuck.procfs import SELECT_CALLS, Call
 from workbook.tuning import (CONFIRM, CONFIRM_LOOKS, CYCLE_LOOK, HOLD_CONFIRM, LOOK_INTERVAL,
                              STILL_CPU)
 
@@ -43,6 +44,47 @@ class Decision:
     header: str = ""  # the verdict's first line, when not "every thread is blocked"
     guard: Any = None
     learned: dict = field(default_factory=dict)  # look key -> CPU clock, judged stuck now
+
+
+def classify(kstate: str | None, call: Call | None, *, selector: bool = False,
+             fds_ready: bool = False, began: float | None = None, deadline: float = 0.0,
+             harness_bound: bool = False, learner: bool = False) -> tuple[str, str]:
+    """(state, detail) of one thread from what the kernel says (``kstate``, ``call``).
+
+    ``selector``: its innermost frame is a ``selectors`` ``select()`` (which then decides by
+    the kernel's timeout, never the frame's locals: ``PollSelector`` holds milliseconds
+    there); ``fds_ready``: a fd registered with that selector is ready now; ``began``: when
+    the thread (one of the harness's) started, so no call of it is older; ``deadline``: the
+    bounded wait's; ``harness_bound``: a timed threading wait called from harness code;
+    ``learner``: learner code is on its stack.  An asyncio loop asleep in its selector is
+    read by ``observe`` from the loop itself."""
+    if kstate != "S" or call is None:
+        return "moving", f"kernel state {kstate}"
+    if selector and call.name not in SELECT_CALLS:
+        # The frames say select() but the kernel says otherwise: it has returned and waits
+        # for the GIL (or is about to call it), so it is not asleep.
+        return "timed", f"leaving select() ({call.name})"
+    if selector:
+        if fds_ready:
+            return "timed", "a registered fd is ready"
+        if call.timed and (call.timeout is None or began is None
+                           or began + call.timeout < deadline):
+            shown = "?" if call.timeout is None else f"{call.timeout:g}"
+            return "timed", f"{call.name}(timeout={shown} s)"
+        # Untimed, or (in a thread of ours that began after the call could have) timing
+        # out only after the check's bound: nothing this thread waits for can come in time.
+        return "asleep", ""
+    if call.timed is None:
+        return "moving", f"in {call.name}"
+    if call.timed and call.ends is not None and call.ends >= deadline:
+        # It gives up only after the check's own bound: nothing it does can come in time.
+        return "parked", f"a timed {call.name} that ends after the bound"
+    if call.timed:
+        # A test's own bound (``event.wait(BOUND)`` in a producer of the test) is a
+        # deadline, not progress -- unless learner code called it (a hook, a spy): then it
+        # returns into learner code that goes on, so it may well be progress.
+        return ("bound" if harness_bound and not learner else "timed"), f"a timed {call.name}"
+    return "parked", ""
 
 
 def deadlocked(snap: Snapshot, *, with_only: bool = True) -> Snapshot | None:

@@ -10,6 +10,7 @@ import time
 from typing import Any, Protocol
 
 from workbook.stuck import frames as fr
+from workbook.stuck.decide import classify
 from workbook.stuck.model import Held, Snapshot, ThreadLook
 from workbook.stuck.procfs import (SELECT_CALLS, children_alive, kernel_state, syscall,
                                    thread_cpu_seconds)
@@ -83,52 +84,21 @@ def look_at(thread: threading.Thread, frames: list, deadline: float,
 
 def _classify(look: ThreadLook, thread: threading.Thread, frames: list, deadline: float,
               session: Session) -> None:
-    call, kstate = look.syscall, look.kstate
-    if kstate != "S" or call is None:
-        look.detail = f"kernel state {kstate}"
-        return
     selector = fr.selector_frame(frames)
-    loop = fr.asyncio_loop(frames)
-    if selector is not None and call[0] not in SELECT_CALLS:
-        # The frames say select() but the kernel says otherwise: it has returned and waits
-        # for the GIL (or is about to call it), so it is not asleep.
-        look.state, look.detail = "timed", f"leaving select() ({call[0]})"
-        return
-    if selector is not None:
-        sel = selector.f_locals.get("self")
-        if fds_ready(sel):
-            look.state, look.detail = "timed", "a registered fd is ready"
-            return
-        if loop is not None and not getattr(loop, "_stopping", False):
+    ready = False
+    if selector is not None and look.kstate == "S" and look.syscall is not None \
+            and look.syscall.name in SELECT_CALLS:
+        # The selector object is the learner's own (its registered fds), never its locals.
+        ready = fds_ready(selector.f_locals.get("self"))
+        loop = fr.asyncio_loop(frames)
+        if not ready and loop is not None and not getattr(loop, "_stopping", False):
             _classify_asyncio(look, loop, deadline, session)
             return
-        timeout = selector.f_locals.get("timeout")
-        began = getattr(thread, "began", None)
-        if isinstance(timeout, (int, float)) and timeout >= 0 and (
-                began is None or began + timeout < deadline):
-            look.state, look.detail = "timed", f"select(timeout={timeout:g})"
-            return
-        # Untimed, or (in a thread of ours that began after the call could have) timing
-        # out only after the check's bound: nothing this thread waits for can come in time.
-        look.state = "asleep"
-        return
-    name, timed, ends = call
-    if timed is None:
-        look.detail = f"in {name}"
-        return
-    if timed and ends is not None and ends >= deadline:
-        # It gives up only after the check's own bound: nothing it does can come in time.
-        look.state, look.detail = "parked", f"a timed {name} that ends after the bound"
-        return
-    if timed:
-        look.state, look.detail = "timed", f"a timed {name}"
-        # A test's own bound (``event.wait(BOUND)`` in a producer of the test) is a
-        # deadline, not progress -- unless learner code called it (a hook, a spy): then it
-        # returns into learner code that goes on, so it may well be progress.
-        if fr.harness_bound(frames, session.is_learner) and look.learner is None:
-            look.state = "bound"
-        return
-    look.state = "parked"
+    look.state, look.detail = classify(
+        look.kstate, look.syscall, selector=selector is not None, fds_ready=ready,
+        began=getattr(thread, "began", None), deadline=deadline,
+        harness_bound=fr.harness_bound(frames, session.is_learner),
+        learner=look.learner is not None)
 
 
 def _classify_asyncio(look: ThreadLook, loop, deadline: float, session: Session) -> None:

@@ -10,6 +10,8 @@ import os
 import sys
 import threading
 import time
+from typing import NamedTuple
+
 
 def thread_cpu_seconds(thread: threading.Thread) -> float | None:
     """CPU seconds ``thread`` has used so far (its own per-thread CPU clock), or None once it
@@ -62,11 +64,26 @@ SELECT_CALLS = ("epoll_wait", "epoll_pwait", "epoll_pwait2", "poll", "ppoll", "s
                  "pselect6")
 
 
-def syscall(tid: int) -> tuple[str, bool | None, float | None] | None:
-    """(name, timed, ends) of the system call ``tid`` is blocked in: timed None when unknown;
-    ends the ``time.monotonic()`` at which a timed wait gives up, when the kernel was given
-    an absolute deadline (None otherwise).  None when the thread is running or nothing can
-    be read."""
+class Call(NamedTuple):
+    """The system call a thread is blocked in, as the kernel shows it."""
+    name: str
+    timed: bool | None  # it has a timeout (None: a call we do not understand)
+    ends: float | None  # the time.monotonic() it gives up at, when given an absolute time
+    timeout: float | None = None  # seconds it was given, when relative and readable
+
+
+def _ms(value: int) -> float | None:
+    """A poll(2)/epoll_wait(2) timeout register (an int of milliseconds; negative for
+    none) as seconds, or None when there is none."""
+    ms = value & 0xFFFFFFFF
+    return None if ms & 0x80000000 else ms / 1e3
+
+
+def syscall(tid: int) -> Call | None:
+    """The system call ``tid`` is blocked in, read from /proc/self/task/TID/syscall: its
+    arguments say whether it has a timeout and how long (for poll and epoll the register
+    holds milliseconds, for select and the p-variants it points at a struct, read through
+    /proc/self/mem).  None when the thread is running or nothing can be read."""
     try:
         with open(f"/proc/self/task/{tid}/syscall") as f:
             fields = f.read().split()
@@ -78,7 +95,7 @@ def syscall(tid: int) -> tuple[str, bool | None, float | None] | None:
     args = [int(a, 16) for a in fields[1:7]]
     name = SYSCALLS.get(nr)
     if name is None or len(args) < 6:
-        return (f"syscall {nr}", None, None)
+        return Call(f"syscall {nr}", None, None)
     if name == "futex":
         cmd = args[1] & 0x7F
         if cmd in (0, 9, 6, 11, 13):  # WAIT, WAIT_BITSET, LOCK_PI, WAIT_REQUEUE_PI, LOCK_PI2
@@ -86,28 +103,29 @@ def syscall(tid: int) -> tuple[str, bool | None, float | None] | None:
             if args[3] and cmd == 9:  # WAIT_BITSET takes an absolute time (what CPython's
                 # timed lock, Condition, Event and queue waits use, 3.10 to 3.13)
                 ends = _absolute(args[3], realtime=bool(args[1] & 0x100))
-            return (name, args[3] != 0, ends)
-        return (name, None, None)
+            return Call(name, args[3] != 0, ends)
+        return Call(name, None, None)
     if name in ("epoll_wait", "epoll_pwait"):
-        return (name, args[3] not in _INFINITE_MS, None)
+        return Call(name, args[3] not in _INFINITE_MS, None, _ms(args[3]))
     if name == "poll":
-        return (name, args[2] not in _INFINITE_MS, None)
-    if name in ("ppoll",):
-        return (name, args[2] != 0, None)
-    if name in ("epoll_pwait2", "select", "pselect6"):
-        return (name, args[3 if name == "epoll_pwait2" else 4] != 0, None)
+        return Call(name, args[2] not in _INFINITE_MS, None, _ms(args[2]))
+    if name in ("ppoll", "epoll_pwait2", "select", "pselect6"):
+        at = args[2 if name == "ppoll" else 3 if name == "epoll_pwait2" else 4]
+        return Call(name, at != 0, None,
+                    _relative(at, micro=name == "select") if at else None)
     if name == "clock_nanosleep":  # time.sleep from 3.11: TIMER_ABSTIME on CLOCK_MONOTONIC
         absolute = args[1] & 1 and args[0] in (0, 1)
-        return (name, True, _absolute(args[2], realtime=args[0] == 0) if absolute else None)
+        return Call(name, True, _absolute(args[2], realtime=args[0] == 0) if absolute else None)
     if name == "nanosleep":
-        return (name, True, None)
-    return (name, False, None)  # read, write, send, recv, accept, wait4, pause: only someone
-    #                             else (a reader, a writer, a peer) can end these
+        return Call(name, True, None)
+    return Call(name, False, None)  # read, write, send, recv, accept, wait4, pause: only
+    #                                 someone else (a reader, a writer, a peer) ends these
 
 
-def _absolute(address: int, *, realtime: bool) -> float | None:
-    """The absolute ``struct timespec`` at ``address`` in this process, as a monotonic time.
-    Read through /proc/self/mem, which answers an error (never a crash) for a stale address."""
+def _pair(address: int, limit: int) -> tuple[int, int] | None:
+    """The two signed 64-bit words of a ``struct timespec``/``timeval`` at ``address`` in
+    this process, read through /proc/self/mem (an error, never a crash, for a stale
+    address); None unless the second is a valid fraction (below ``limit``)."""
     try:
         fd = os.open("/proc/self/mem", os.O_RDONLY)
         try:
@@ -119,10 +137,26 @@ def _absolute(address: int, *, realtime: bool) -> float | None:
     if len(raw) != 16:
         return None
     seconds = int.from_bytes(raw[:8], sys.byteorder, signed=True)
-    nanos = int.from_bytes(raw[8:], sys.byteorder, signed=True)
-    if not 0 <= nanos < 1_000_000_000:
+    fraction = int.from_bytes(raw[8:], sys.byteorder, signed=True)
+    if not 0 <= fraction < limit or seconds < 0:
         return None  # the thread returned and the memory was reused
-    at = seconds + nanos / 1e9
+    return seconds, fraction
+
+
+def _relative(address: int, *, micro: bool) -> float | None:
+    """A relative timeout struct (``timeval`` when ``micro``, else ``timespec``) in seconds."""
+    found = _pair(address, 1_000_000 if micro else 1_000_000_000)
+    if found is None:
+        return None
+    return found[0] + found[1] / (1e6 if micro else 1e9)
+
+
+def _absolute(address: int, *, realtime: bool) -> float | None:
+    """The absolute ``struct timespec`` at ``address`` in this process, as a monotonic time."""
+    found = _pair(address, 1_000_000_000)
+    if found is None:
+        return None
+    at = found[0] + found[1] / 1e9
     return at - time.time() + time.monotonic() if realtime else at
 
 

@@ -7,8 +7,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from workbook.stuck.frames import current_frames
-from workbook.stuck.procfs import kernel_state, syscall, thread_cpu_seconds
+from workbook.stuck.procfs import SELECT_CALLS, kernel_state, syscall, thread_cpu_seconds
 from workbook.testkit.checks import Hung
 from workbook.tuning import PARKED_CPU, PARKED_WINDOW
 
@@ -100,13 +99,12 @@ def release_interrupts() -> None:
 
 
 def asleep_in_selector(thread: threading.Thread) -> bool:
-    """True while ``thread``'s innermost Python frame is a ``selectors`` ``select()``: it is
-    blocked in the kernel waiting for readiness (the state an event loop sleeps in)."""
-    frame = current_frames().get(thread.ident) if thread.ident is not None else None
-    return (frame is not None and frame.f_code.co_name == "select"
-            and frame.f_code.co_filename.endswith("selectors.py"))
-
-
+    """True while ``thread`` is blocked in the kernel waiting for readiness (asleep in
+    poll, epoll_wait or select, as the kernel says): the state an event loop sleeps in,
+    whichever selector class -- or raw ``select.poll``/``select.select`` -- it uses."""
+    tid = thread.native_id if thread.is_alive() else None
+    call = syscall(tid) if tid is not None else None
+    return call is not None and call.name in SELECT_CALLS and kernel_state(thread) == "S"
 
 
 def cpu_used(thread: threading.Thread, window: float) -> float | None:
