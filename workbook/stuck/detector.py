@@ -95,12 +95,14 @@ class Watch:
         self.me = threading.get_ident()
         self.started = time.monotonic()
         self.progress = Progress()
-        self.cpu_start: dict[int, float] = {}
-        self.hot: dict[int, dict[str, int]] = {}
-        self.last_cpu: dict[int, float] = {}
-        self.names: dict[int, str] = {}
-        self.looks_at: dict[int, int] = {}  # looks at each thread
-        self.moved: dict[int, int] = {}  # looks at which its CPU clock had moved
+        # Per thread -- the Thread object, never its ident, which a thread started later
+        # may reuse: its CPU clock at the first look and the last, the learner lines it was
+        # seen running, how many looks saw it and at how many its clock had moved.
+        self.cpu_start: dict[threading.Thread, float] = {}
+        self.last_cpu: dict[threading.Thread, float] = {}
+        self.hot: dict[threading.Thread, dict[str, int]] = {}
+        self.looks_at: dict[threading.Thread, int] = {}
+        self.moved: dict[threading.Thread, int] = {}
         self.interval = LOOK_INTERVAL  # until the next look: shorter while confirming a cycle
 
     def step(self) -> tuple[str, Any] | None:
@@ -126,50 +128,48 @@ class Watch:
     def _sample_cpu(self) -> None:
         """Where CPU goes while we wait: per thread, its learner line at each look.  Only the
         threads whose clock moved are walked: the others add nothing to where CPU goes."""
-        hot: list[tuple[int, threading.Thread]] = []
+        hot: list[threading.Thread] = []
         for thread in threading.enumerate():
-            ident = thread.ident
-            if ident is None or ident == self.me:
+            if thread.ident is None or thread.ident == self.me:
                 continue
             cpu = thread_cpu_seconds(thread)
             if cpu is None:
                 continue
-            self.names[ident] = thread.name
-            self.cpu_start.setdefault(ident, cpu)
-            before = self.last_cpu.get(ident)
-            self.last_cpu[ident] = cpu
-            self.looks_at[ident] = self.looks_at.get(ident, 0) + 1
+            self.cpu_start.setdefault(thread, cpu)
+            before = self.last_cpu.get(thread)
+            self.last_cpu[thread] = cpu
+            self.looks_at[thread] = self.looks_at.get(thread, 0) + 1
             if before is None or cpu - before <= STILL_CPU:
                 continue
-            self.moved[ident] = self.moved.get(ident, 0) + 1
-            hot.append((ident, thread))
+            self.moved[thread] = self.moved.get(thread, 0) + 1
+            hot.append(thread)
         if not hot:
             return
-        stacks = fr.stacks({ident for ident, _ in hot})
-        for ident, _thread in hot:
-            learner = next((f for f in stacks.get(ident, [])
+        stacks = fr.stacks({thread.ident for thread in hot})
+        for thread in hot:
+            learner = next((f for f in stacks.get(thread.ident, [])
                             if self.detector.is_learner(f.f_code.co_filename)), None)
             if learner is not None:
                 site = fr.site(learner)
-                counts = self.hot.setdefault(ident, {})
+                counts = self.hot.setdefault(thread, {})
                 counts[site] = counts.get(site, 0) + 1
 
     def spinning(self) -> tuple[str, ...]:
         """Threads that burnt CPU through most of the wait, with their hottest learner line."""
         elapsed = time.monotonic() - self.started
         out = []
-        for ident, counts in self.hot.items():
-            used = self.last_cpu.get(ident, 0.0) - self.cpu_start.get(ident, 0.0)
+        for thread, counts in self.hot.items():
+            used = self.last_cpu.get(thread, 0.0) - self.cpu_start.get(thread, 0.0)
             # Spinning: its CPU clock moved at nearly every look (a parked thread's stands
             # still), and it used a fair share of a CPU even on a crowded machine.
-            steady = self.moved.get(ident, 0) >= SPINNING_STEADY * max(
-                1, self.looks_at.get(ident, 0) - 1)
+            steady = self.moved.get(thread, 0) >= SPINNING_STEADY * max(
+                1, self.looks_at.get(thread, 0) - 1)
             if elapsed <= 0 or not steady or not counts or \
                     used < max(SPINNING_SHARE * elapsed, SPINNING_CPU):
                 continue
             site = max(counts, key=counts.get)
             filename, _, line = site.rpartition(":")
-            out.append(f"thread '{self.names.get(ident, ident)}' was spinning: {used:.1f} s of "
+            out.append(f"thread '{thread.name}' was spinning: {used:.1f} s of "
                        f"CPU in {elapsed:.1f} s, mostly at {site}: "
                        f"`{source_line(os.path.abspath(filename), int(line))}`")
         return tuple(out)
