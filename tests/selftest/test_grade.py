@@ -162,6 +162,28 @@ def test_the_snapshot_names_what_was_replaced_or_swapped_and_hooks_from_elsewher
     assert hooks == ["hook pytest_runtest_logreport foreign"]
 
 
+def test_the_kits_modules_and_the_tuning_constants_are_guarded(monkeypatch):
+    """The package workbook.testkit is made of modules (and the stuck detector and the
+    tuning constants of more): a threshold raised or a decision replaced in any of them is
+    a test weakened, so the snapshot covers them all."""
+    from _pytest.config import PytestPluginManager
+
+    import workbook.testkit  # noqa: F401 - imports every layer
+    from workbook import tuning
+    from workbook.grading.sandbox import reporter
+    from workbook.stuck import decide
+    kit = reporter._kit_modules()
+    assert {"workbook.tuning", "workbook.stuck.decide", "workbook.stuck.procfs",
+            "workbook.testkit.waits"} <= set(kit)
+    snapshot = reporter.Snapshot(reporter.GUARDED + kit, PytestPluginManager())
+    assert snapshot.changed() == ()
+    monkeypatch.setattr(tuning, "PARKED_CPU", 1e9)
+    monkeypatch.setattr(decide, "decide", lambda *a, **k: None)
+    monkeypatch.setattr(workbook.testkit, "STILL_CPU", 1e9)
+    assert {"workbook.tuning.PARKED_CPU", "workbook.stuck.decide.decide",
+            "workbook.testkit.STILL_CPU"} <= set(snapshot.changed())
+
+
 def test_a_gap_or_a_replay_in_the_sequence_stops_the_report_there():
     reader = _reader()
     reader.feed(_line(0, {"event": "start"}))
