@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from workbook.stuck.procfs import Call
+
 #: What a thread is doing at a look, as far as waking it goes.
 #:   parked  -- asleep in the kernel in a wait only another thread can end (or one that ends
 #:              after the check's bound);
@@ -38,7 +40,7 @@ class ThreadLook:
     name: str
     cpu: float | None  # its CPU clock, seconds (None: it ended)
     kstate: str | None  # the kernel's one-letter state
-    syscall: tuple[str, bool | None, float | None] | None  # (name, timed, ends) or None
+    syscall: Call | None  # the system call it is blocked in, None when it runs
     state: str  # one of STATES
     detail: str = ""  # why not parked, or what a sleeping loop has pending
     guard_only: bool = False  # a sleeping asyncio loop whose only timers are harness bounds
