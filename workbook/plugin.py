@@ -21,6 +21,8 @@ import pytest
 from workbook import manifest, testkit
 
 _STATE: dict = {}
+#: The stuck detector's log of the test being run (its verdicts), kept in the item's stash.
+_CHECK = pytest.StashKey[testkit.CheckLog]()
 
 #: Where records go instead of the ``--report`` file, when set (the grader's signed pipe).
 _sink: Callable[[dict], None] | None = None
@@ -53,7 +55,7 @@ def pytest_configure(config: pytest.Config) -> None:
     _STATE.update(problem=problem, target=target, module=None, import_error=None,
                   report=open(report, "a", encoding="utf-8") if report else None,
                   current=None)
-    testkit._note_sink = _note
+    testkit.set_note_sink(_note)
     testkit.set_learner_file(str(target))
     _STATE["watchdog"] = testkit.Watchdog()
     _emit({"event": "start", "problem": problem.id, "file": str(target), "pid": os.getpid()})
@@ -101,8 +103,8 @@ def _code_files(module) -> set[str]:
     """Files whose functions the learner module's classes and functions run (an old-style
     pitfall module builds on the reference's classes)."""
     import inspect
-    harness = (str(Path(testkit.__file__).resolve().parents[1] / "workbook"),
-               str(Path(testkit.__file__).resolve().parents[1] / "tests"))
+    harness = (str(Path(testkit.__file__).resolve().parents[2] / "workbook"),
+               str(Path(testkit.__file__).resolve().parents[2] / "tests"))
     files = set()
     for value in list(vars(module).values()):
         members = [value]
@@ -150,7 +152,7 @@ def pytest_runtest_protocol(item, nextitem):
     _STATE["current"] = marker.args[0] if marker else None
     _STATE["outcome"] = None
     _STATE["started"] = time.monotonic()
-    testkit.begin_check()
+    check = item.stash[_CHECK] = testkit.begin_check()
     watchdog = _STATE.get("watchdog")
     if watchdog is not None:
         watchdog.active = True
@@ -163,8 +165,8 @@ def pytest_runtest_protocol(item, nextitem):
     if _STATE.get("problem") is None:
         return
     outcome = _STATE["outcome"] or {"outcome": "passed"}
-    if testkit.verdicts:
-        outcome["stuck"] = len(testkit.verdicts)
+    if check.verdicts:
+        outcome["stuck"] = len(check.verdicts)
     _emit({"event": "test", "checkpoint": _STATE["current"], "nodeid": item.nodeid,
            "seconds": round(time.monotonic() - _STATE["started"], 3), **outcome})
 
@@ -174,21 +176,25 @@ def pytest_runtest_makereport(item, call):
     result = yield
     report = result.get_result()
     if report.failed and _STATE.get("outcome") is None and call.excinfo is not None:
-        _STATE["outcome"] = _classify(call.excinfo, report.when)
+        _STATE["outcome"] = _classify(call.excinfo, report.when,
+                                      item.stash.get(_CHECK, None))
     elif report.skipped and _STATE.get("outcome") is None and report.when != "teardown":
         _STATE["outcome"] = {"outcome": "failed", "message": "skipped: " + str(call.excinfo.value
                              if call.excinfo else ""), "pitfall": None}
 
 
-def _classify(excinfo, when: str) -> dict:
+def _classify(excinfo, when: str, check: testkit.CheckLog | None) -> dict:
+    """The record of a failed test: the stuck verdict is the one its exception carries
+    (``testkit.Stuck``); a failure the test worded itself after a wait that only answered
+    False takes the last verdict in the test's own log."""
     out = _classify_plain(excinfo, when)
-    verdict = getattr(excinfo.value, "verdict", None) or (
-        testkit.verdicts[-1] if testkit.verdicts else None)
+    recorded = check.verdicts if check is not None else []
+    verdict = getattr(excinfo.value, "verdict", None) or (recorded[-1] if recorded else None)
     if verdict is not None and not verdict.sites:
         # Nested bounded waits: once the inner one has stopped the learner threads it judged
         # stuck, the outer one may find its threads waiting on each other in the harness
         # alone.  The root cause is the earlier verdict that names learner lines.
-        verdict = next((v for v in testkit.verdicts if v.sites), verdict)
+        verdict = next((v for v in recorded if v.sites), verdict)
     if verdict is not None and out["outcome"] == "failed":
         if verdict.text not in out["message"]:
             out["message"] += "\n" + verdict.text

@@ -19,10 +19,8 @@ from pathlib import Path
 from typing import Iterator
 
 from workbook import ROOT, manifest
+from workbook.tuning import TEST_TIMEOUT
 
-#: Seconds allowed per test before pytest-timeout interrupts it (a backstop: the tests
-#: bound their own waits much tighter).
-TEST_TIMEOUT = 30
 
 
 @dataclass

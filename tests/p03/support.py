@@ -24,22 +24,13 @@ import threading
 import time
 from typing import Any, Callable
 
+from workbook.stuck.code import is_kit
 from workbook.testkit import (BOUND, PARKED_CPU, DaemonThread, fail, interrupt_thread,
                               kernel_state, run_hooked, stacks, start_daemon,
                               thread_cpu_seconds, wait_until)
+# The windows and thresholds, with their reasons: workbook/tuning.py.
+from workbook.tuning import QUIET_SWITCHES, QUIET_WINDOW, SPIN_CPU, SPIN_SWITCHES
 
-#: One observation window, in seconds: a thread quiet for one whole window is parked.  The
-#: kernel state (not runnable) and the wake-up count make a short window safe on a busy box:
-#: a thread waiting for the GIL or its CPU is runnable or wakes every few milliseconds.
-WINDOW = 0.025
-#: Wake-ups a parked thread may make in one window (a timed safety-net wait, say).
-QUIET_SWITCHES = 2
-#: Evidence of spinning or polling: CPU seconds, or wake-ups, used without ever parking.
-#: Correct queues (the reference and five alternates, 45 runs beside two CPU burners) showed
-#: at most 5 wake-ups and 0.4 ms of CPU on their way to parking; polling every millisecond
-#: reaches 50 in about 60 ms.
-SPIN_CPU = 0.1
-SPIN_SWITCHES = 50
 #: A thread that should be able to go on now, but stays parked this long, was not woken.
 ASLEEP = 0.5
 
@@ -81,7 +72,7 @@ def spinning(thread: threading.Thread, first: tuple[float, int] | None
     return (cpu, woke) if cpu > SPIN_CPU or woke > SPIN_SWITCHES else None
 
 
-def quiet(thread: threading.Thread, window: float = WINDOW) -> bool:
+def quiet(thread: threading.Thread, window: float = QUIET_WINDOW) -> bool:
     """True when ``thread`` is alive and blocked for the whole next ``window`` seconds: no
     CPU to speak of, no wake-ups, not runnable at the end."""
     before = usage(thread)
@@ -98,7 +89,7 @@ def _at_rest(thread: threading.Thread, before, after) -> bool:
 
 class Quiet:
     """``quiet`` without sleeping, for the predicate of a bounded wait: each call compares
-    ``thread``'s usage with the sample taken at least one ``WINDOW`` earlier, so the wait
+    ``thread``'s usage with the sample taken at least one ``QUIET_WINDOW`` earlier, so the wait
     around it (and its stuck detector) keeps its own pace.  ``since()`` is how long the
     thread has been quiet in every window since, 0.0 while it is not."""
 
@@ -110,7 +101,7 @@ class Quiet:
 
     def since(self) -> float:
         now = time.monotonic()
-        if now - self.at >= WINDOW:
+        if now - self.at >= QUIET_WINDOW:
             after = usage(self.thread)
             before, self.sample, start, self.at = self.sample, after, self.at, now
             still = _at_rest(self.thread, before, after)
@@ -123,7 +114,8 @@ def where(thread: threading.Thread) -> str:
     names = []
     for frame in stacks().get(thread.ident, []) if thread.ident is not None else []:
         code = frame.f_code
-        if not code.co_filename.endswith(("threading.py", "support.py", "testkit.py")):
+        if not code.co_filename.endswith(("threading.py", "support.py")) \
+                and not is_kit(code.co_filename):
             names.append(f"{code.co_name} (line {frame.f_lineno})")
         if len(names) == 3:
             break
@@ -151,7 +143,7 @@ def wait_parked(thread: threading.Thread, what: str, *, q: object = None,
     def parked_now() -> bool:
         if not thread.is_alive():
             _stopped(thread, what, returned_pitfall)
-        if still.since() >= WINDOW:
+        if still.since() >= QUIET_WINDOW:
             return True
         busy = spinning(thread, first)
         if busy is not None:
@@ -180,7 +172,7 @@ def usable(q: object, when: str, *, pitfall: str | None = "spin_holding_lock") -
     def done() -> bool:
         if not probe.is_alive():
             return True
-        if still.since() >= 2 * WINDOW:
+        if still.since() >= 2 * QUIET_WINDOW:
             fail(f"len() from another thread stayed blocked {when}: the waiting thread "
                  "holds the queue's lock", pitfall=pitfall)
         return False
@@ -221,7 +213,7 @@ def settle(thread: threading.Thread, what: str, *,
     still = Quiet(thread)
 
     def settled() -> bool:
-        if not thread.is_alive() or still.since() >= WINDOW:
+        if not thread.is_alive() or still.since() >= QUIET_WINDOW:
             return True
         busy = spinning(thread, first)
         if busy is not None:

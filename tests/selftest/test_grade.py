@@ -57,14 +57,16 @@ def _imports_from(stage_dir: Path, module: str) -> str:
 def test_the_harness_is_compiled_once_and_a_run_loads_it_only_while_the_bytes_match():
     harness = sandbox.Harness.snapshot(P01)
     compiled = dict(harness.bytecode)
-    assert "workbook/__pycache__/testkit." + sys.implementation.cache_tag + ".pyc" in compiled
+    assert "workbook/testkit/__pycache__/waits." + sys.implementation.cache_tag + ".pyc" \
+        in compiled
     assert not [rel for rel in compiled if "/test_" in rel or "conftest" in rel]
     with sandbox.Stage(harness, P01.module, b"", None) as stage:
-        pyc = stage.dir / "workbook" / "__pycache__" / f"testkit.{sys.implementation.cache_tag}.pyc"
-        assert f"{pyc} matches" in _imports_from(stage.dir, "workbook.testkit")
-        source = stage.dir / "workbook" / "testkit.py"
+        pyc = (stage.dir / "workbook" / "testkit" / "__pycache__"
+               / f"waits.{sys.implementation.cache_tag}.pyc")
+        assert f"{pyc} matches" in _imports_from(stage.dir, "workbook.testkit.waits")
+        source = stage.dir / "workbook" / "testkit" / "waits.py"
         source.write_bytes(source.read_bytes() + b"\nCHANGED = True\n")
-        assert f"{pyc} matches" not in _imports_from(stage.dir, "workbook.testkit")
+        assert f"{pyc} matches" not in _imports_from(stage.dir, "workbook.testkit.waits")
     assert harness.fingerprint == sandbox.Harness.snapshot(P01).fingerprint
 
 
@@ -160,6 +162,28 @@ def test_the_snapshot_names_what_was_replaced_or_swapped_and_hooks_from_elsewher
     assert hooks == ["hook pytest_runtest_logreport foreign"]
 
 
+def test_the_kits_modules_and_the_tuning_constants_are_guarded(monkeypatch):
+    """The package workbook.testkit is made of modules (and the stuck detector and the
+    tuning constants of more): a threshold raised or a decision replaced in any of them is
+    a test weakened, so the snapshot covers them all."""
+    from _pytest.config import PytestPluginManager
+
+    import workbook.testkit  # noqa: F401 - imports every layer
+    from workbook import tuning
+    from workbook.grading.sandbox import reporter
+    from workbook.stuck import decide
+    kit = reporter._kit_modules()
+    assert {"workbook.tuning", "workbook.stuck.decide", "workbook.stuck.procfs",
+            "workbook.testkit.waits"} <= set(kit)
+    snapshot = reporter.Snapshot(reporter.GUARDED + kit, PytestPluginManager())
+    assert snapshot.changed() == ()
+    monkeypatch.setattr(tuning, "PARKED_CPU", 1e9)
+    monkeypatch.setattr(decide, "decide", lambda *a, **k: None)
+    monkeypatch.setattr(workbook.testkit, "STILL_CPU", 1e9)
+    assert {"workbook.tuning.PARKED_CPU", "workbook.stuck.decide.decide",
+            "workbook.testkit.STILL_CPU"} <= set(snapshot.changed())
+
+
 def test_a_gap_or_a_replay_in_the_sequence_stops_the_report_there():
     reader = _reader()
     reader.feed(_line(0, {"event": "start"}))
@@ -250,7 +274,8 @@ def test_a_run_that_starts_while_the_grader_is_interrupted_is_killed_at_once(mon
 def test_a_run_is_staged_with_its_problem_and_the_harness_package_only():
     staged = {str(rel) for rel in sandbox.staged_files([P01])}
     assert {"workbook/__init__.py", "workbook/manifest.py", "workbook/plugin.py",
-            "workbook/testkit.py", "workbook/grading/protocol.py",
+            "workbook/testkit/__init__.py", "workbook/stuck/decide.py", "workbook/tuning.py",
+            "workbook/grading/protocol.py",
             "workbook/grading/sandbox/reporter.py", "workbook/problems/p01.toml",
             "tests/__init__.py", "tests/p01/__init__.py"} <= staged
     assert any(name.startswith("tests/p01/test_") for name in staged)

@@ -167,6 +167,63 @@ done.append(1)
     assert "NOT-STUCK" in out.stdout, "a spinning thread is never stuck"
 
 
+def test_two_waits_timing_out_together_each_carry_their_own_evidence(tmp_path):
+    """A bounded wait returns what happened to *it*: wait A watches a spinner for most of
+    its time, wait B starts once the spinner has ended; both time out at the same moment.
+    Only A's failure names the spinner (the evidence once went through one global that the
+    later of two waits overwrote)."""
+    import subprocess
+    import sys
+    learner = tmp_path / "spinner.py"
+    learner.write_text("def spin(stop):\n"
+                       "    while not stop():\n"
+                       "        x = sum(range(50))\n")
+    script = tmp_path / "drive.py"
+    script.write_text(f"""
+import sys, threading, time
+sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(tmp_path)!r})
+from workbook import testkit
+import spinner
+testkit.set_learner_file(spinner.__file__)
+stop, out = [], {{}}
+def wait(name, timeout):
+    try:
+        testkit.wait_until(lambda: False, timeout, what=name)
+    except testkit.WaitTimedOut as exc:
+        out[name] = (str(exc), exc.timed_out.spinning)
+    except BaseException as exc:
+        out[name] = ("other", type(exc).__name__, str(exc))
+def tick():  # a thread in short timed sleeps: the check can always still move
+    while True:
+        time.sleep(0.005)
+threading.Thread(target=tick, daemon=True).start()
+ends = time.monotonic() + 3.0
+t = threading.Thread(target=spinner.spin, args=(lambda: stop,), name="spinner", daemon=True)
+t.start()
+a = threading.Thread(target=wait, args=("A", 3.0), daemon=True)
+a.start()
+time.sleep(2.4)  # a schedule, not a proof: the spinner's end is proven by its join
+used = testkit.thread_cpu_seconds(t)
+stop.append(1)
+t.join(5)
+assert not t.is_alive()
+b = threading.Thread(target=wait, args=("B", max(0.05, ends - time.monotonic())), daemon=True)
+b.start()
+a.join(10); b.join(10)
+for name in "AB":
+    print(name, repr(out.get(name)))
+print("CPU", used)
+""")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=60)
+    lines = dict(line.split(" ", 1) for line in out.stdout.splitlines() if line[:2] in ("A ", "B "))
+    assert set(lines) == {"A", "B"} and "None" not in lines.values(), out.stdout + out.stderr
+    assert "gave up after" in lines["B"] and "spinning" not in lines["B"], out.stdout
+    used = float(out.stdout.rsplit("CPU ", 1)[1])
+    if used >= 0.5:  # on a box so loaded that the spinner hardly ran, A has nothing to show
+        assert "thread 'spinner' was spinning" in lines["A"], out.stdout
+
+
 def test_a_misspelt_class_name_is_one_line(tmp_path):
     problem = manifest.get("p01")
     bad = tmp_path / problem.learner_file.name

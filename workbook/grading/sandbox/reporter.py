@@ -89,6 +89,15 @@ def _places(guarded: tuple[str, ...], modules=sys.modules, vars=vars, list=list,
                         yield from place(f"{label}.{attr}", members.get, attr, member)
 
 
+def _kit_modules(modules=sys.modules) -> tuple[str, ...]:
+    """The bounded waits', the stuck detector's and the tuning constants' modules, as
+    imported now (the package ``workbook.testkit`` is one of ``GUARDED``; what it is made of
+    is guarded the same way: a threshold raised in ``workbook.tuning`` or a decision replaced
+    in ``workbook.stuck.decide`` is a test weakened)."""
+    return tuple(sorted(name for name in list(modules) if name == "workbook.tuning"
+                        or name.startswith(("workbook.testkit.", "workbook.stuck"))))
+
+
 def _harness_modules(tests: Path = _STAGE / "tests") -> tuple[str, ...]:
     """Import the staged acceptance set's modules (tests, conftests, support) now, before the
     learner file, so that they are guarded like the harness.  pytest's collection then finds
@@ -197,7 +206,8 @@ def pytest_configure(config) -> None:
     os.set_inheritable(fd, False)
     import workbook.plugin
     import workbook.testkit  # noqa: F401 - in the snapshot before learner code runs
-    reporter = Reporter(fd, key, config.pluginmanager, GUARDED + _harness_modules())
+    reporter = Reporter(fd, key, config.pluginmanager,
+                        GUARDED + _kit_modules() + _harness_modules())
     del key
     workbook.plugin.set_report_sink(reporter.emit)
     _REPORTER.append(reporter)

@@ -1,0 +1,234 @@
+"""The stuck detector's decision, driven by hand-built snapshots: no threads, no /proc, no
+clock (the way trio tests its core with synthetic state).  Each test is a situation a
+bounded wait can look at; the end-to-end proof stays in test_stuck.py."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from workbook.stuck.decide import Progress, classify, deadlocked, decide, hogging
+from workbook.stuck.model import Held, Snapshot, ThreadLook
+from workbook.stuck.procfs import Call
+from workbook.tuning import CONFIRM, CONFIRM_LOOKS, CYCLE_LOOK, HOLD_CONFIRM, LOOK_INTERVAL
+
+FAR = 1_000.0  # a deadline no test reaches
+LOCK_A, LOCK_B = 101, 102  # lock ids
+FUTEX = Call("futex", False, None)
+
+
+def look(ident: int, state: str = "parked", *, cpu: float = 1.0, line: int = 10,
+         held: tuple[Held, ...] = (), waits_for: int | None = None, **kw) -> ThreadLook:
+    return ThreadLook(ident, f"t{ident}", cpu, "S", kw.pop("syscall", FUTEX), state,
+                      position=(7, line), learner_site=f"mine.py:{line}", held=held,
+                      waits_for=waits_for, **kw)
+
+
+def holding(lock: int, *, owner: object | None = None, with_block: bool = True) -> Held:
+    return Held(lock, f"self._lock{lock}", 5, "Sink.put", owner or object(), with_block)
+
+
+def snap(at: float, *looks: ThreadLook, why: str = "", **kw) -> Snapshot:
+    return Snapshot(list(looks), at, why, **kw)
+
+
+def run(snaps, *, known=None, guards=(), progress=None):
+    """Feed the snapshots in order; the decisions."""
+    progress = progress or Progress()
+    out = []
+    for s in snaps:
+        d = decide(progress, s, deadline=FAR, known=known or {}, guards=guards)
+        progress = d.progress
+        out.append(d)
+    return out
+
+
+def looks_every(interval: float, count: int, make) -> list[Snapshot]:
+    return [make(i * interval) for i in range(count)]
+
+
+# -- a lock cycle ----------------------------------------------------------------------------
+
+def abba(at: float, cpu: float = 1.0) -> Snapshot:
+    return snap(at, look(1, held=(holding(LOCK_A),), waits_for=LOCK_B, cpu=cpu),
+                look(2, held=(holding(LOCK_B),), waits_for=LOCK_A, cpu=cpu))
+
+
+def test_a_lock_cycle_is_stuck_after_two_quick_looks():
+    first, second = run([abba(0.0), abba(CYCLE_LOOK)])
+    assert first.kind is None and first.interval == CYCLE_LOOK
+    assert second.kind == "stuck" and {x.ident for x in second.threads.looks} == {1, 2}
+    assert deadlocked(second.threads).cycle == {1, 2}
+
+
+def test_a_lock_cycle_is_stuck_even_while_another_thread_moves():
+    busy = look(3, "moving", cpu=0.0)
+    s = [snap(t, *abba(t).looks, busy, why="thread 't3': kernel state R")
+         for t in (0.0, CYCLE_LOOK)]
+    assert [d.kind for d in run(s)] == [None, "stuck"]
+    assert {x.ident for x in run(s)[-1].threads.looks} == {1, 2}
+
+
+def test_a_cycle_of_bare_acquires_is_not_certain():
+    """A Lock taken by a bare acquire() may be released by another thread (a hand-made wait
+    queue): it names the cause in the text but never decides."""
+    s = snap(0, look(1, held=(holding(LOCK_A, with_block=False),), waits_for=LOCK_B),
+             look(2, held=(holding(LOCK_B, with_block=False),), waits_for=LOCK_A))
+    assert deadlocked(s) is None and deadlocked(s, with_only=False) is not None
+
+
+def test_a_thread_waiting_for_an_rlock_it_holds_is_no_cycle():
+    s = snap(0, look(1, held=(holding(LOCK_A),), waits_for=LOCK_A, waits_reentrant=True))
+    assert deadlocked(s) is None
+    s.looks[0].waits_reentrant = False  # a plain Lock taken twice: a cycle of one
+    assert deadlocked(s).cycle == {1}
+
+
+def test_a_cycle_that_moved_between_looks_starts_over():
+    moved = abba(CYCLE_LOOK, cpu=1.5)  # a clock moved: not the same still state
+    assert [d.kind for d in run([abba(0.0), moved])] == [None, None]
+
+
+# -- every thread parked, nothing pending ------------------------------------------------------
+
+def parked_pair(at: float) -> Snapshot:
+    return snap(at, look(1), look(2, line=20))
+
+
+def test_all_parked_needs_the_full_confirmation():
+    times = [i * LOOK_INTERVAL for i in range(CONFIRM_LOOKS + 1)]
+    kinds = [d.kind for d in run([parked_pair(t) for t in times])]
+    first_stuck = kinds.index("stuck")
+    assert "stuck" not in kinds[:CONFIRM_LOOKS - 1]
+    assert times[first_stuck] >= CONFIRM and first_stuck + 1 >= CONFIRM_LOOKS
+
+
+def test_a_state_already_judged_stuck_needs_no_new_streak():
+    s = parked_pair(0.0)
+    known = {x.key: x.cpu for x in s.looks}
+    assert run([s], known=known)[0].kind == "stuck"
+
+
+def test_a_stuck_decision_teaches_the_states_it_judged():
+    decisions = run([parked_pair(i * LOOK_INTERVAL) for i in range(CONFIRM_LOOKS + 1)])
+    stuck = next(d for d in decisions if d.kind == "stuck")
+    assert set(stuck.learned) == {x.key for x in parked_pair(0).looks}
+
+
+def test_a_pending_asyncio_bound_is_ended_instead_of_the_check():
+    guard = SimpleNamespace(deadline=5.0, fired=False)
+    later = SimpleNamespace(deadline=FAR + 1, fired=False)  # ends after this wait: not ours
+    decisions = run([parked_pair(i * LOOK_INTERVAL) for i in range(CONFIRM_LOOKS + 1)],
+                    guards=[later, guard])
+    end = next(d for d in decisions if d.kind is not None)
+    assert end.kind == "guard" and end.guard is guard
+
+
+def test_a_loop_with_callbacks_ready_is_stuck_not_rescued_by_its_bound():
+    guard = SimpleNamespace(deadline=5.0, fired=False)
+    asleep = look(1, "asleep", in_loop=True, loop_ready=3)
+    decisions = run([snap(i * LOOK_INTERVAL, asleep) for i in range(CONFIRM_LOOKS + 1)],
+                    guards=[guard])
+    assert next(d for d in decisions if d.kind is not None).kind == "stuck"
+
+
+# -- a slow thread that moves, a lock kept from its waiters ------------------------------------
+
+def test_a_slow_but_moving_thread_is_never_stuck():
+    slow = [snap(i * LOOK_INTERVAL, look(1, "moving", cpu=i * 0.01), look(2),
+                 why="thread 't1': kernel state R") for i in range(400)]  # 20 s of looks
+    assert all(d.kind is None for d in run(slow))
+
+
+def hog(at: float, *, waiter_cpu: float = 1.0, owner=None, children=False) -> Snapshot:
+    return snap(at, look(1, "moving", held=(holding(LOCK_A, owner=owner),), cpu=at),
+                look(2, waits_for=LOCK_A, cpu=waiter_cpu),
+                why="thread 't1': kernel state R", children=children)
+
+
+def test_a_lock_kept_while_its_waiters_starve_is_a_hog_after_hold_confirm():
+    frame = object()
+    times = [i * LOOK_INTERVAL for i in range(int(HOLD_CONFIRM / LOOK_INTERVAL) + 2)]
+    decisions = run([hog(t, owner=frame) for t in times])
+    kinds = [d.kind for d in decisions]
+    first = kinds.index("stuck")
+    assert times[first] >= HOLD_CONFIRM and "stuck" not in kinds[:first]
+    assert "keeps `self._lock101`" in decisions[first].header
+    assert {x.ident for x in decisions[first].threads.looks} == {1, 2}
+
+
+def test_a_hog_whose_waiter_ran_or_whose_holder_let_go_starts_over():
+    frame = object()
+    times = [i * LOOK_INTERVAL for i in range(int(HOLD_CONFIRM / LOOK_INTERVAL) + 2)]
+    # the waiter's clock moves each look: it got the lock in between, however briefly
+    assert all(d.kind is None for d in run([hog(t, owner=frame, waiter_cpu=t) for t in times]))
+    # a new frame holds it each look: the holder left the with block and came back
+    assert all(d.kind is None for d in run([hog(t) for t in times]))
+
+
+def test_a_hog_beside_a_child_process_is_not_called():
+    frame = object()
+    times = [i * LOOK_INTERVAL for i in range(int(HOLD_CONFIRM / LOOK_INTERVAL) + 2)]
+    assert all(d.kind is None for d in run([hog(t, owner=frame, children=True) for t in times]))
+
+
+def test_a_busy_thread_holding_no_lock_the_parked_ones_want_is_no_hog():
+    s = snap(0, look(1, "moving", held=(holding(LOCK_B),)), look(2, waits_for=LOCK_A),
+             why="thread 't1': kernel state R")
+    assert hogging(s) is None
+
+
+# -- how one thread's kernel state is read (``classify``) --------------------------------------
+
+def test_running_or_unknown_calls_could_move():
+    assert classify("R", None)[0] == "moving"
+    assert classify("S", Call("syscall 999", None, None))[0] == "moving"
+
+
+def test_a_timed_wait_could_move_unless_it_ends_after_the_bound():
+    timed = Call("futex", True, None)
+    assert classify("S", timed, deadline=10.0)[0] == "timed"
+    assert classify("S", Call("futex", True, 20.0), deadline=10.0)[0] == "parked"
+    assert classify("S", Call("futex", True, 5.0), deadline=10.0)[0] == "timed"
+    # a test's own event.wait(BOUND) is a deadline, not progress -- unless learner code called it
+    assert classify("S", timed, harness_bound=True)[0] == "bound"
+    assert classify("S", timed, harness_bound=True, learner=True)[0] == "timed"
+
+
+def test_an_untimed_wait_is_parked():
+    assert classify("S", FUTEX)[0] == "parked"
+    assert classify("S", Call("read", False, None))[0] == "parked"
+
+
+def test_a_thread_in_time_sleep_could_move():
+    assert classify("S", Call("clock_nanosleep", True, 3.0), deadline=10.0)[0] == "timed"
+    assert classify("S", Call("nanosleep", True, None), deadline=10.0)[0] == "timed"
+    assert classify("S", Call("clock_nanosleep", True, 30.0), deadline=10.0)[0] == "parked"
+
+
+@pytest.mark.parametrize("name", ["poll", "epoll_wait", "pselect6"])
+def test_a_selector_with_a_finite_timeout_could_move(name):
+    """The timeout is the kernel's (seconds), whatever the selector class did to it: a
+    PollSelector passes milliseconds to poll(2), its frame's local was once read as seconds."""
+    call = Call(name, True, None, 7.5)
+    assert classify("S", call, selector=True, deadline=10.0)[0] == "timed"
+    assert classify("S", call, selector=True, deadline=10.0, began=0.0)[0] == "timed"
+    # a thread of ours that began at 5.0 cannot see a 7.5 s select() end before 10.0
+    assert classify("S", call, selector=True, deadline=10.0, began=5.0)[0] == "asleep"
+    # a timeout we could not read: it may end, so it could move
+    assert classify("S", Call(name, True, None), selector=True, began=5.0)[0] == "timed"
+
+
+@pytest.mark.parametrize("name", ["poll", "epoll_wait", "pselect6"])
+def test_a_selector_with_no_timeout_is_asleep(name):
+    assert classify("S", Call(name, False, None), selector=True)[0] == "asleep"
+
+
+def test_a_selector_with_an_fd_ready_could_move():
+    call = Call("epoll_wait", False, None)
+    assert classify("S", call, selector=True, fds_ready=True) == ("timed",
+                                                                 "a registered fd is ready")
+
+
+def test_a_selector_frame_outside_a_select_call_is_leaving_it():
+    assert classify("S", FUTEX, selector=True)[0] == "timed"

@@ -1,0 +1,175 @@
+"""The stuck detector of one test session: everything it keeps between looks, in one object
+(``DETECTOR``), and the watch each bounded wait runs (observe, decide, explain).
+
+Every bounded wait of the harness (join, wait_until, wait_event, LoopThread.wait, ...) runs a
+``Watch``: between short blocks it looks at the other threads of the process.  The check is
+*stuck* when, over several consecutive looks, every thread that could make progress is
+parked -- asleep in the kernel (state S) in a wait with no timeout, its CPU clock standing
+still, the same frame each time -- and nothing pending could wake one: no timed wait, no
+ready callback or learner timer of a sleeping asyncio loop, no readable fd of a sleeping
+selector, no child process, no other harness wait that ends sooner.  Anything not
+understood counts as "could move": the bound then decides.  Frames only explain.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from workbook.stuck import frames as fr
+from workbook.stuck.code import source_line
+from workbook.stuck.decide import Progress, decide
+from workbook.stuck.explain import diagnose
+from workbook.stuck.model import Snapshot, Verdict
+from workbook.stuck.observe import take_snapshot
+from workbook.stuck.procfs import thread_cpu_seconds
+from workbook.tuning import (LOOK_INTERVAL, SPINNING_CPU, SPINNING_SHARE, SPINNING_STEADY,
+                             STILL_CPU)
+
+
+@dataclass
+class CheckLog:
+    """What the detector found during one check (one test): its stuck verdicts, in order.
+    The plugin keeps it in the test's ``item.stash``."""
+    verdicts: list[Verdict] = field(default_factory=list)
+
+
+class Detector:
+    """The detector's state for one test session (one process)."""
+
+    def __init__(self) -> None:
+        self.learner_files: set[str] = set()
+        self.watchers: dict[int, float] = {}  # thread ident -> deadline of its bounded wait
+        self.watchers_lock = threading.Lock()  # guards watchers
+        self.excluded: set[int] = set()  # idents of harness threads that never count
+        self.background: set[int] = set()  # idents alive when the current check began
+        self.guards: set = set()  # pending asyncio bounds set by ``testkit.bounded``
+        self.guards_lock = threading.Lock()  # guards guards
+        self.hooks: list[Callable[[Snapshot], list[str]]] = []
+        #: Thread states already judged stuck in this process: key -> CPU clock then.  The
+        #: same thread seen again in the same state with the same clock needs no new streak.
+        self.known: dict[tuple, float] = {}
+        #: Exceptions the detector raised while looking (each one made it skip that look).
+        self.faults: list[BaseException] = []
+        self.check = CheckLog()
+
+    def set_learner_file(self, path: str) -> None:
+        """Which file is the learner's (frames there are 'learner lines')."""
+        self.learner_files.add(os.path.realpath(path))
+
+    def is_learner(self, filename: str) -> bool:
+        return bool(self.learner_files) and os.path.realpath(filename) in self.learner_files
+
+    def begin_check(self) -> CheckLog:
+        """A check starts: threads alive now belong to earlier checks.  Its fresh log."""
+        self.check = CheckLog()
+        main = threading.main_thread().ident
+        self.background = {t.ident for t in threading.enumerate()
+                           if t.ident is not None and t.ident != main}
+        with self.guards_lock:
+            self.guards.clear()
+        return self.check
+
+    def record(self, verdict: Verdict) -> None:
+        """Keep ``verdict`` in the current check's log (for the report's diagnosis)."""
+        self.check.verdicts.append(verdict)
+
+    def add_hook(self, hook: Callable[[Snapshot], list[str]]) -> None:
+        if hook not in self.hooks:
+            self.hooks.append(hook)
+
+
+#: The session's detector.
+DETECTOR = Detector()
+
+
+class Watch:
+    """The stuck detector of one bounded wait, and where CPU went while it waited."""
+
+    def __init__(self, what: str, deadline: float, detector: Detector = DETECTOR) -> None:
+        self.what = what
+        self.deadline = deadline
+        self.detector = detector
+        self.me = threading.get_ident()
+        self.started = time.monotonic()
+        self.progress = Progress()
+        # Per thread -- the Thread object, never its ident, which a thread started later
+        # may reuse: its CPU clock at the first look and the last, the learner lines it was
+        # seen running, how many looks saw it and at how many its clock had moved.
+        self.cpu_start: dict[threading.Thread, float] = {}
+        self.last_cpu: dict[threading.Thread, float] = {}
+        self.hot: dict[threading.Thread, dict[str, int]] = {}
+        self.looks_at: dict[threading.Thread, int] = {}
+        self.moved: dict[threading.Thread, int] = {}
+        self.interval = LOOK_INTERVAL  # until the next look: shorter while confirming a cycle
+
+    def step(self) -> tuple[str, Any] | None:
+        """One look.  ("stuck", Verdict) or ("guard", (guard, Verdict)) once confirmed."""
+        self.interval = LOOK_INTERVAL
+        self._sample_cpu()
+        d = self.detector
+        snap = take_snapshot(d, self.me, self.deadline)
+        with d.guards_lock:
+            guards = list(d.guards)
+        decision = decide(self.progress, snap, deadline=self.deadline, known=d.known,
+                          guards=guards)
+        self.progress, self.interval = decision.progress, decision.interval
+        d.known.update(decision.learned)
+        if decision.kind is None:
+            return None
+        verdict = diagnose(decision.threads, self.what, is_learner=d.is_learner,
+                           hooks=d.hooks, header=decision.header)
+        if decision.kind == "guard":
+            return "guard", (decision.guard, verdict)
+        return "stuck", verdict
+
+    def _sample_cpu(self) -> None:
+        """Where CPU goes while we wait: per thread, its learner line at each look.  Only the
+        threads whose clock moved are walked: the others add nothing to where CPU goes."""
+        hot: list[threading.Thread] = []
+        for thread in threading.enumerate():
+            if thread.ident is None or thread.ident == self.me:
+                continue
+            cpu = thread_cpu_seconds(thread)
+            if cpu is None:
+                continue
+            self.cpu_start.setdefault(thread, cpu)
+            before = self.last_cpu.get(thread)
+            self.last_cpu[thread] = cpu
+            self.looks_at[thread] = self.looks_at.get(thread, 0) + 1
+            if before is None or cpu - before <= STILL_CPU:
+                continue
+            self.moved[thread] = self.moved.get(thread, 0) + 1
+            hot.append(thread)
+        if not hot:
+            return
+        stacks = fr.stacks({thread.ident for thread in hot})
+        for thread in hot:
+            learner = next((f for f in stacks.get(thread.ident, [])
+                            if self.detector.is_learner(f.f_code.co_filename)), None)
+            if learner is not None:
+                site = fr.site(learner)
+                counts = self.hot.setdefault(thread, {})
+                counts[site] = counts.get(site, 0) + 1
+
+    def spinning(self) -> tuple[str, ...]:
+        """Threads that burnt CPU through most of the wait, with their hottest learner line."""
+        elapsed = time.monotonic() - self.started
+        out = []
+        for thread, counts in self.hot.items():
+            used = self.last_cpu.get(thread, 0.0) - self.cpu_start.get(thread, 0.0)
+            # Spinning: its CPU clock moved at nearly every look (a parked thread's stands
+            # still), and it used a fair share of a CPU even on a crowded machine.
+            steady = self.moved.get(thread, 0) >= SPINNING_STEADY * max(
+                1, self.looks_at.get(thread, 0) - 1)
+            if elapsed <= 0 or not steady or not counts or \
+                    used < max(SPINNING_SHARE * elapsed, SPINNING_CPU):
+                continue
+            site = max(counts, key=counts.get)
+            filename, _, line = site.rpartition(":")
+            out.append(f"thread '{thread.name}' was spinning: {used:.1f} s of "
+                       f"CPU in {elapsed:.1f} s, mostly at {site}: "
+                       f"`{source_line(os.path.abspath(filename), int(line))}`")
+        return tuple(out)

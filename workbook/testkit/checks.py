@@ -1,0 +1,43 @@
+"""Checks: a checkpoint failure carries a diagnosis and, where it fits, the name of the
+pitfall it looks like; notes are figures a test wants shown next to its checkpoint."""
+from __future__ import annotations
+
+from typing import Callable, NoReturn
+
+
+class Failure(AssertionError):
+    """A checkpoint failure with a diagnosis; ``pitfall`` names the mistake it looks like."""
+
+    def __init__(self, message: str, pitfall: str | None = None) -> None:
+        super().__init__(message)
+        self.pitfall = pitfall
+
+
+class Hung(Exception):
+    """Injected into a thread that is still running a learner call after its bound."""
+
+
+def fail(message: str, *, pitfall: str | None = None) -> NoReturn:
+    raise Failure(message, pitfall)
+
+
+def check(condition: object, message: str, *, pitfall: str | None = None) -> None:
+    if not condition:
+        raise Failure(message, pitfall)
+
+
+#: Where ``note`` sends its text: set by the pytest plugin (``set_note_sink``).
+_note_sink: Callable[[str], None] | None = None
+
+
+def set_note_sink(sink: Callable[[str], None] | None) -> None:
+    """Send every ``note`` to ``sink`` (the plugin's report), or nowhere with None."""
+    global _note_sink
+    _note_sink = sink
+
+
+def note(text: str) -> None:
+    """Show ``text`` under the current checkpoint in the report (no effect outside a check)."""
+    sink = _note_sink
+    if sink is not None:
+        sink(text)

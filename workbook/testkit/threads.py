@@ -1,0 +1,124 @@
+"""Helper threads and what they are doing, seen from outside: daemon threads that keep their
+target's result, exceptions raised inside a thread that spins, CPU use over a window."""
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+from typing import Any, Callable
+
+from workbook.stuck.procfs import SELECT_CALLS, kernel_state, syscall, thread_cpu_seconds
+from workbook.testkit.checks import Hung
+from workbook.tuning import PARKED_CPU, PARKED_WINDOW
+
+
+class DaemonThread(threading.Thread):
+    """A daemon thread that keeps its target's result or exception for ``join``."""
+
+    def __init__(self, target: Callable[..., Any], *args: Any, name: str | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(name=name, daemon=True)
+        self._call = (target, args, kwargs)
+        self.result: Any = None
+        self.error: BaseException | None = None
+        #: When it began to run: no call it makes can have started earlier (so a select()
+        #: with a relative timeout cannot time out before ``began + timeout``).
+        self.began: float | None = None
+
+    def run(self) -> None:
+        self.began = time.monotonic()
+        fn, args, kwargs = self._call
+        try:
+            self.result = fn(*args, **kwargs)
+        except BaseException as exc:  # handed to join()
+            self.error = exc
+
+
+def start_daemon(target: Callable[..., Any], *args: Any, name: str | None = None,
+                 **kwargs: Any) -> DaemonThread:
+    thread = DaemonThread(target, *args, name=name, **kwargs)
+    thread.start()
+    return thread
+
+
+def interrupt_thread(thread: threading.Thread, exc_type: type[BaseException] = Hung) -> None:
+    """Raise ``exc_type`` inside ``thread`` at its next Python instruction.
+
+    Used to stop learner code that spins without yielding, so one hung checkpoint does not
+    slow down the rest of the run.  A thread asleep in the kernel with no timeout is left
+    alone: it runs no Python code, so the exception would stay pending forever -- and on
+    3.10 to 3.12 a pending one keeps every other thread checking for it (on 3.11 a traced
+    call then never gets past its first instruction).  See ``release_interrupts``."""
+    for _ in range(4):  # a spinning thread is seen running Python at once, or nearly
+        if thread.ident is None or not thread.is_alive():
+            return
+        if not _asleep_untimed(thread):
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
+                                                       ctypes.py_object(exc_type))
+            _interrupted[thread.ident] = thread
+            return
+        time.sleep(0.005)
+
+
+def _asleep_untimed(thread: threading.Thread) -> bool:
+    """Asleep in the kernel in a call with no timeout: it runs no Python code until someone
+    else wakes it."""
+    call = syscall(thread.native_id) if thread.native_id is not None else None
+    return call is not None and call[1] is False and kernel_state(thread) == "S"
+
+
+#: Threads given an exception by ``interrupt_thread``, by ident.
+_interrupted: dict[int, threading.Thread] = {}
+
+
+class _Released(BaseException):
+    """Raised in the calling thread only to clear the interpreter's pending-exception flag."""
+
+
+def release_interrupts() -> None:
+    """Withdraw the exceptions still pending in interrupted threads that fell asleep for good
+    (called after each test).  Clearing one with NULL leaves the interpreter's flag set until
+    some thread takes a pending exception, so this thread takes one of its own at once."""
+    stale = False
+    for ident, thread in list(_interrupted.items()):
+        if not thread.is_alive():
+            del _interrupted[ident]
+            continue
+        if _asleep_untimed(thread):
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), None)
+            del _interrupted[ident]
+            stale = True
+    if stale:
+        try:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(threading.get_ident()),
+                                                       ctypes.py_object(_Released))
+            for _ in range(100):  # the flag is checked at the next instruction or jump
+                pass
+        except _Released:
+            pass
+
+
+def asleep_in_selector(thread: threading.Thread) -> bool:
+    """True while ``thread`` is blocked in the kernel waiting for readiness (asleep in
+    poll, epoll_wait or select, as the kernel says): the state an event loop sleeps in,
+    whichever selector class -- or raw ``select.poll``/``select.select`` -- it uses."""
+    tid = thread.native_id if thread.is_alive() else None
+    call = syscall(tid) if tid is not None else None
+    return call is not None and call.name in SELECT_CALLS and kernel_state(thread) == "S"
+
+
+def cpu_used(thread: threading.Thread, window: float) -> float | None:
+    """CPU seconds ``thread`` uses during the next ``window`` seconds of wall time; None if it
+    ended meanwhile."""
+    before = thread_cpu_seconds(thread)
+    time.sleep(window)  # an observation window, not a proof of state: CPU use is the proof
+    after = thread_cpu_seconds(thread)
+    if before is None or after is None:
+        return None
+    return after - before
+
+
+def parked(thread: threading.Thread, window: float = PARKED_WINDOW) -> bool:
+    """True when ``thread`` is alive and blocked: it uses next to no CPU over ``window``."""
+    used = cpu_used(thread, window)
+    return used is not None and used <= PARKED_CPU

@@ -1,0 +1,73 @@
+"""Every tuning constant of the harness, with the reason for its value.
+
+One place, so that a reader sees what separates "stuck" from "slow" and a grader's reporter
+can guard them all (``workbook.grading.sandbox.reporter``: a threshold raised is a test
+weakened).  Where two figures sound alike but mean different things they have different
+names.  Nothing here imports anything of the workbook.
+"""
+from __future__ import annotations
+
+import os
+
+# -- bounds: how long a check waits before it calls something hung -------------------------
+
+#: Seconds every bounded wait of the acceptance sets allows by default: what separates
+#: "hung" from "slow" on a busy 2-core machine (a correct call returns in milliseconds;
+#: load ~10 stretches that to a few hundred).  ``WORKBOOK_BOUND`` overrides it.
+BOUND = float(os.environ.get("WORKBOOK_BOUND", "5"))
+#: Seconds per test before pytest-timeout interrupts it: a backstop only, the tests bound
+#: their own waits much tighter (several ``BOUND`` fit in it).
+TEST_TIMEOUT = 30
+
+# -- the stuck detector (workbook/stuck/) ---------------------------------------------------
+
+#: Seconds between two looks of the stuck detector at the process (and between two looks of
+#: the watchdog): short enough that a stuck check ends in a fraction of a second, long
+#: enough that a look (a frame walk and a few /proc reads) costs a few percent of a CPU.
+LOOK_INTERVAL = 0.05
+#: Seconds, and consecutive looks, the same all-parked state must stand still before it is
+#: called stuck: three looks 50 ms apart with no CPU used rule out a thread that was only
+#: descheduled (a runnable thread shows state R, not S, anyway).
+CONFIRM = 0.1
+CONFIRM_LOOKS = 3
+#: Seconds between the looks that confirm a lock cycle every thread is in: a cycle cannot
+#: undo itself, so two looks with every clock still are proof; 10 ms keeps that quick.
+CYCLE_LOOK = 0.01
+#: Seconds a lock must stay held, by the same learner frame, while parked threads wait to
+#: acquire it and nothing else moves, before the check is called stuck: a correct holder
+#: lets go within microseconds, so a whole second is far beyond scheduling noise.
+HOLD_CONFIRM = 1.0
+#: CPU seconds a parked thread may show between two looks of the detector: none, in
+#: practice (a thread asleep in the kernel does not run); 0.1 ms absorbs clock granularity.
+STILL_CPU = 1e-4
+
+# -- parked or spinning, seen over an observation window (``testkit.parked``) ---------------
+
+#: Seconds ``testkit.parked`` / ``cpu_used`` watch a thread by default.
+PARKED_WINDOW = 0.05
+#: CPU a parked thread may use in one such window (wake-up bookkeeping, a spurious wake-up
+#: or two).  A spinning Python thread uses far more, even sharing two busy cores.
+PARKED_CPU = 0.002
+#: CPU seconds a waiting thread must burn through most of a timed-out wait to be reported as
+#: spinning (at least this, or 5 % of the wait, whichever is more): a fair share of a CPU
+#: even on a crowded machine, far above a parked thread's bookkeeping.
+SPINNING_CPU = 0.2
+SPINNING_SHARE = 0.05
+#: Share of the detector's looks at which a thread's CPU clock must have moved for it to
+#: count as spinning (a thread parked most of the time is not).
+SPINNING_STEADY = 0.6
+
+# -- P03's queue tests (tests/p03/support.py) -----------------------------------------------
+
+#: One observation window of the P03 tests, in seconds: a thread quiet for one whole window
+#: is parked.  Shorter than ``PARKED_WINDOW`` because those tests also count wake-ups: the
+#: kernel state (not runnable) and the wake-up count make a short window safe on a busy box.
+QUIET_WINDOW = 0.025
+#: Wake-ups a parked thread may make in one quiet window (a timed safety-net wait, say).
+QUIET_SWITCHES = 2
+#: Evidence of spinning or polling in P03: CPU seconds, or wake-ups, used without ever
+#: parking.  Correct queues (the reference and five alternates, 45 runs beside two CPU
+#: burners) showed at most 5 wake-ups and 0.4 ms of CPU on their way to parking; polling
+#: every millisecond reaches 50 in about 60 ms.
+SPIN_CPU = 0.1
+SPIN_SWITCHES = 50
