@@ -20,7 +20,8 @@ from pathlib import Path
 from rich.console import Console
 
 from workbook import ROOT, book_sections, manifest, progress, render, variants
-from workbook.run import Result, UsageError, run_check
+from workbook.errors import UsageError
+from workbook.run import Result, run_check
 
 console = Console(highlight=False)
 errors = Console(stderr=True, highlight=False)
@@ -112,7 +113,7 @@ def cmd_check(problem_id: str, argv: list[str]) -> int:
     last = results[-1]
     learner = is_learner_file(problem, target)  # only checks of mine/ change progress
     if learner:
-        _record(problem, last)
+        progress.record_check(problem.id, last)
     if args.json:
         console.print_json(json.dumps(_json(results)))
     elif args.repeat > 1:
@@ -160,7 +161,7 @@ def cmd_watch(problem: manifest.Problem, target: Path) -> int:
         finally:
             checking.clear()
         if learner:
-            _record(problem, result)
+            progress.record_check(problem.id, result)
         console.print(render.result_view(result, problem, recorded=learner,
                                          hints_seen=progress.hints_seen(problem.id)))
         console.print(f"[dim]watching {render.shown_path(target)} · save to check again · "
@@ -214,13 +215,6 @@ def _json(results: list[Result]) -> dict:
     return doc
 
 
-def _record(problem: manifest.Problem, result: Result) -> None:
-    passed = sum(cp.status == "passed" for cp in result.checkpoints)
-    progress.record_attempt(problem.id, passed, len(result.checkpoints))
-    if result.passed:
-        progress.mark_done(problem.id, render.shown_path(result.file))
-
-
 def cmd_all(argv: list[str]) -> int:
     parser = _Parser(prog="check.sh all", description="Check every problem.")
     parser.add_argument("--solution", action="store_true")
@@ -234,7 +228,7 @@ def cmd_all(argv: list[str]) -> int:
         with console.status(f"checking {problem.id}…"):
             results[problem.id] = run_check(problem, target)
         if not args.solution:
-            _record(problem, results[problem.id])
+            progress.record_check(problem.id, results[problem.id])
     if args.json:
         console.print_json(json.dumps({pid: r.to_json() for pid, r in results.items()}))
     else:

@@ -4,7 +4,6 @@ from __future__ import annotations
 import shlex
 
 from collections import Counter
-from pathlib import Path
 
 from rich.console import Group, RenderableType
 from rich.markdown import Markdown
@@ -12,17 +11,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from workbook import ROOT, manifest
+from workbook import manifest, shown_path
 from workbook.run import Result
 
 ICONS = {"passed": ("✓", "green"), "failed": ("✗", "red"), "not_attempted": ("·", "dim")}
-
-
-def shown_path(path: str | Path) -> str:
-    try:
-        return str(Path(path).resolve().relative_to(ROOT))
-    except ValueError:
-        return str(path)
 
 
 def result_view(result: Result, problem: manifest.Problem, *,

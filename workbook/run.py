@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Iterator
 
 from workbook import ROOT, manifest
+from workbook.errors import UsageError  # noqa: F401 - also imported from here
 
 #: Seconds allowed per test before pytest-timeout interrupts it (a backstop: the tests
 #: bound their own waits much tighter).
@@ -73,10 +74,6 @@ class Result:
                 for cp in self.checkpoints
             ],
         }
-
-
-class UsageError(Exception):
-    """Bad input from the command line: exit code 2."""
 
 
 def check_source(target: Path) -> str | None:

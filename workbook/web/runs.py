@@ -112,7 +112,7 @@ class Runs:
                 if isinstance(item, Result):
                     if self._cancel.is_set():
                         break  # stopped by the shutdown: not the learner's attempt
-                    _record(ch.problem, item)
+                    progress.record_check(ch.problem.id, item)
                     post({"type": "result", **self.describe(ch.problem, item)})
                     break
                 records.append(item)
@@ -179,16 +179,3 @@ class Runs:
         self._cancel.set()
         for t in self._threads:
             t.join(5)
-
-
-def _record(problem: manifest.Problem, result: Result) -> None:
-    """Exactly what ``./check.sh pNN`` records after a learner's check."""
-    from workbook import cli
-    record = getattr(cli, "_record", None)
-    if record is not None:
-        record(problem, result)
-        return
-    passed = sum(cp.status == "passed" for cp in result.checkpoints)  # pragma: no cover
-    progress.record_attempt(problem.id, passed, len(result.checkpoints))
-    if result.passed:
-        progress.mark_done(problem.id, shown_path(result.file))

@@ -24,7 +24,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbook import ROOT, manifest, run
+from workbook import ROOT, manifest, run, variants
 
 # -- sources --------------------------------------------------------------------------------
 
@@ -712,15 +712,15 @@ def build(root: Path, problems: list[manifest.Problem], *, count: int | None = N
         name = f"mixed-{k + 1:02d}"
         per = {}
         for j, p in enumerate(problems):
-            pool = [(w, p.pitfall_file) for w in p.pitfalls] + \
-                   [(w, p.wrong_file) for w in p.wrongs]
+            pool = [(w, "pitfall") for w in p.pitfalls] + [(w, "wrong") for w in p.wrongs]
             if not pool:
                 continue
-            pit, materialize = pool[(k + j) % len(pool)]
-            _write(subs / name, p, self_contained(materialize(pit.name)))
+            pit, sort = pool[(k + j) % len(pool)]
+            made = variants.materialize(variants.get(p, sort, pit.name))
+            _write(subs / name, p, self_contained(made))
             lost = sum(p.checkpoint(c).points for c in pit.fails)
             per[p.id] = {"status": "ok", "fails": list(pit.fails), "score_max": p.points - lost,
-                         "pitfall" if materialize == p.pitfall_file else "wrong": pit.name}
+                         sort: pit.name}
         add(name, per)
     battery.save()
     return battery
