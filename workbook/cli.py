@@ -26,7 +26,7 @@ from workbook.run import Result, run_check
 console = Console(highlight=False)
 errors = Console(stderr=True, highlight=False)
 COMMANDS = ("all", "list", "status", "hint", "book", "demo", "bench", "grade",
-            "gradescope-bundle", "selftest", "mutate", "serve", "site")
+            "gradescope-bundle", "selftest", "mutate", "serve", "site", "new")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -395,6 +395,7 @@ def _no_args(name: str, argv: list[str]) -> None:
 HANDLERS = {"all": cmd_all, "list": cmd_list, "status": cmd_status, "hint": cmd_hint,
             "book": cmd_book, "demo": cmd_demo, "bench": cmd_bench, "grade": cmd_grade,
             "selftest": cmd_selftest, "mutate": cmd_mutate,
+            "new": lambda argv: _delegate("new", "workbook.scaffold", argv),
             "serve": lambda argv: cmd_web("serve", argv), "site": lambda argv: cmd_web("site", argv),
             "gradescope-bundle": lambda argv: int(
                 importlib.import_module("workbook.grading.bundle").main(argv))}

@@ -7,7 +7,7 @@ import pytest
 
 from tests.selftest.conftest import PROBLEMS, alternate_cases, checked, variant_cases
 from tests.selftest.views_check import same_panels_if_served
-from workbook import cli, variants
+from workbook import ROOT, cli, variants
 
 
 def _failures(result) -> str:
@@ -88,5 +88,8 @@ def test_the_skeleton_reports_not_implemented(problem):
         assert cp.status == ("not_attempted" if cp.kind == "extension" else "failed")
 
 
-def test_every_problem_ships_at_least_one_alternate():
-    assert all(list(p.alternates_dir.glob("*.py")) for p in PROBLEMS)
+@pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.id)
+def test_every_problem_ships_at_least_one_alternate(problem):
+    assert list(problem.alternates_dir.glob("*.py")), \
+        f"{problem.id}: no correct solution in another style in " \
+        f"{problem.alternates_dir.relative_to(ROOT)}/"
