@@ -20,12 +20,13 @@ from pathlib import Path
 from rich.console import Console
 
 from workbook import ROOT, book_sections, manifest, progress, render, variants
-from workbook.run import Result, UsageError, run_check
+from workbook.errors import UsageError
+from workbook.run import Result, run_check
 
 console = Console(highlight=False)
 errors = Console(stderr=True, highlight=False)
 COMMANDS = ("all", "list", "status", "hint", "book", "demo", "bench", "grade",
-            "gradescope-bundle", "selftest", "mutate", "serve", "site")
+            "gradescope-bundle", "selftest", "mutate", "serve", "site", "new")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -119,7 +120,7 @@ def cmd_check(problem_id: str, argv: list[str]) -> int:
     last = results[-1]
     learner = is_learner_file(problem, target)  # only checks of mine/ change progress
     if learner:
-        _record(problem, last)
+        progress.record_check(problem.id, last)
     if args.json:
         console.print_json(json.dumps(_json(results)))
     elif args.repeat > 1:
@@ -167,7 +168,7 @@ def cmd_watch(problem: manifest.Problem, target: Path) -> int:
         finally:
             checking.clear()
         if learner:
-            _record(problem, result)
+            progress.record_check(problem.id, result)
         console.print(render.result_view(result, problem, recorded=learner,
                                          hints_seen=progress.hints_seen(problem.id)))
         console.print(f"[dim]watching {render.shown_path(target)} · save to check again · "
@@ -221,13 +222,6 @@ def _json(results: list[Result]) -> dict:
     return doc
 
 
-def _record(problem: manifest.Problem, result: Result) -> None:
-    passed = sum(cp.status == "passed" for cp in result.checkpoints)
-    progress.record_attempt(problem.id, passed, len(result.checkpoints))
-    if result.passed:
-        progress.mark_done(problem.id, render.shown_path(result.file))
-
-
 def cmd_all(argv: list[str]) -> int:
     parser = _Parser(prog="check.sh all", description="Check every problem.")
     parser.add_argument("--solution", action="store_true")
@@ -241,7 +235,7 @@ def cmd_all(argv: list[str]) -> int:
         with console.status(f"checking {problem.id}…"):
             results[problem.id] = run_check(problem, target)
         if not args.solution:
-            _record(problem, results[problem.id])
+            progress.record_check(problem.id, results[problem.id])
     if args.json:
         console.print_json(json.dumps({pid: r.to_json() for pid, r in results.items()}))
     else:
@@ -421,6 +415,7 @@ def _no_args(name: str, argv: list[str]) -> None:
 HANDLERS = {"all": cmd_all, "list": cmd_list, "status": cmd_status, "hint": cmd_hint,
             "book": cmd_book, "demo": cmd_demo, "bench": cmd_bench, "grade": cmd_grade,
             "selftest": cmd_selftest, "mutate": cmd_mutate,
+            "new": lambda argv: _delegate("new", "workbook.scaffold", argv),
             "serve": lambda argv: cmd_web("serve", argv), "site": lambda argv: cmd_web("site", argv),
             "gradescope-bundle": lambda argv: int(
                 importlib.import_module("workbook.grading.bundle").main(argv))}

@@ -17,15 +17,12 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 from workbook import ROOT
+from workbook.errors import ManifestError
 
 PROBLEMS_DIR = Path(__file__).resolve().parent / "problems"
 KINDS = ("core", "extension")
 DIFFICULTIES = ("easy", "medium", "hard")
 HINT_LEVELS = (1, 2, 3)
-
-
-class ManifestError(ValueError):
-    """A manifest file is missing a field or contradicts itself."""
 
 
 @dataclass(frozen=True)
@@ -80,17 +77,6 @@ class Problem:
     def pitfall_diff(self, name: str) -> Path:
         """A pitfall as a unified diff of the reference (format A)."""
         return ROOT / "solutions" / "pitfalls" / self.id / f"{name}.diff"
-
-    def pitfall_file(self, name: str) -> Path:
-        """A learner file of the pitfall, ready to check or import: the reference with the
-        diff applied (a cached temporary ``<module>.py``)."""
-        from workbook import variants  # late: variants builds on this module
-        return variants.materialize(variants.get(self, "pitfall", name))
-
-    def wrong_file(self, name: str) -> Path:
-        """A learner file of the wrong variant (the reference with its diff applied)."""
-        from workbook import variants
-        return variants.materialize(variants.get(self, "wrong", name))
 
     def wrong_diff(self, name: str) -> Path:
         return ROOT / "solutions" / "wrong" / self.id / f"{name}.diff"

@@ -43,7 +43,8 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 from workbook import ROOT, manifest
-from workbook.run import Result, UsageError, run_check
+from workbook.errors import UsageError
+from workbook.run import Result, run_check
 
 DEFAULT_OUT = ROOT / ".workbook" / "mutate"
 OUTCOMES = ("killed", "timeout", "survived", "equivalent", "skipped")

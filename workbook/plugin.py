@@ -2,13 +2,13 @@
 
 ``--target FILE`` is loaded under the problem's canonical module name and handed to the
 tests through the ``impl`` fixture.  Each test carries ``@pytest.mark.checkpoint(ID)``.
-One JSON line per finished test is appended to ``--report`` as soon as the test ends, so a
-run that is killed half-way still reports everything that finished.
+One report record (``workbook.records``) per finished test is appended to ``--report`` as a
+JSON line as soon as the test ends, so a run that is killed half-way still reports everything
+that finished.
 """
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import sys
 import time
@@ -18,17 +18,17 @@ from typing import Callable
 
 import pytest
 
-from workbook import manifest, testkit
+from workbook import manifest, records, testkit
 
 _STATE: dict = {}
 #: The stuck detector's log of the test being run (its verdicts), kept in the item's stash.
 _CHECK = pytest.StashKey[testkit.CheckLog]()
 
 #: Where records go instead of the ``--report`` file, when set (the grader's signed pipe).
-_sink: Callable[[dict], None] | None = None
+_sink: Callable[[records.Record], None] | None = None
 
 
-def set_report_sink(sink: Callable[[dict], None]) -> None:
+def set_report_sink(sink: Callable[[records.Record], None]) -> None:
     """Send every report record to ``sink`` instead of the ``--report`` file.
 
     Must be called before the learner file is imported (i.e. from a ``tryfirst``
@@ -58,22 +58,21 @@ def pytest_configure(config: pytest.Config) -> None:
     testkit.set_note_sink(_note)
     testkit.set_learner_file(str(target))
     _STATE["watchdog"] = testkit.Watchdog()
-    _emit({"event": "start", "problem": problem.id, "file": str(target), "pid": os.getpid()})
+    _emit(records.Start(problem.id, str(target), os.getpid()))
     _load_target(problem, target)
 
 
-def _emit(record: dict) -> None:
+def _emit(record: records.Record) -> None:
     if _sink is not None:
         _sink(record)
         return
     out = _STATE.get("report")
     if out is not None:
-        out.write(json.dumps(record) + "\n")
-        out.flush()
+        records.write(out, record)
 
 
 def _note(text: str) -> None:
-    _emit({"event": "note", "checkpoint": _STATE.get("current"), "text": str(text)})
+    _emit(records.Note(_STATE.get("current"), str(text)))
 
 
 def _load_target(problem: manifest.Problem, target: Path) -> None:
@@ -96,7 +95,7 @@ def _load_target(problem: manifest.Problem, target: Path) -> None:
             testkit.set_learner_file(filename)  # module) runs that file's code too
         return
     del sys.modules[problem.module]
-    _emit({"event": "import_error", "message": _STATE["import_error"]})
+    _emit(records.ImportFailed(_STATE["import_error"]))
 
 
 def _code_files(module) -> set[str]:
@@ -143,7 +142,7 @@ def pytest_collection_modifyitems(session, config, items) -> None:
         if cp_id not in by_checkpoint:
             raise pytest.UsageError(f"{item.nodeid}: checkpoint {cp_id!r} is not in the manifest")
         by_checkpoint[cp_id].append(item.nodeid)
-    _emit({"event": "collected", "tests": by_checkpoint})
+    _emit(records.Collected(sum(map(len, by_checkpoint.values())), by_checkpoint))
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -167,8 +166,8 @@ def pytest_runtest_protocol(item, nextitem):
     outcome = _STATE["outcome"] or {"outcome": "passed"}
     if check.verdicts:
         outcome["stuck"] = len(check.verdicts)
-    _emit({"event": "test", "checkpoint": _STATE["current"], "nodeid": item.nodeid,
-           "seconds": round(time.monotonic() - _STATE["started"], 3), **outcome})
+    _emit(records.TestDone(checkpoint=_STATE["current"], nodeid=item.nodeid,
+                           seconds=round(time.monotonic() - _STATE["started"], 3), **outcome))
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -257,7 +256,7 @@ def _display(path: Path) -> str:
 
 def pytest_sessionfinish(session, exitstatus) -> None:
     if _STATE.get("problem") is not None:
-        _emit({"event": "end"})
+        _emit(records.End())
         out = _STATE.pop("report", None)
         if out is not None:
             out.close()

@@ -12,9 +12,12 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-from workbook import ROOT
+from workbook import ROOT, shown_path
+
+if TYPE_CHECKING:
+    from workbook.run import Result
 
 DEFAULT_PATH = ROOT / ".workbook" / "progress.json"
 
@@ -65,6 +68,15 @@ def record_attempt(problem_id: str, passed: int, total: int) -> None:
         e = data["problems"].setdefault(problem_id, {})
         e["last_check"] = {"passed": passed, "total": total,
                            "at": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+def record_check(problem_id: str, result: Result) -> None:
+    """What a learner's check of their own file records, from the terminal or the page: the
+    attempt's tally and, when it passed, the problem done."""
+    passed = sum(cp.status == "passed" for cp in result.checkpoints)
+    record_attempt(problem_id, passed, len(result.checkpoints))
+    if result.passed:
+        mark_done(problem_id, shown_path(result.file))
 
 
 def hints_seen(problem_id: str) -> int:

@@ -1,10 +1,7 @@
 """Small functions that turn results, hints and chapters into rich renderables."""
 from __future__ import annotations
 
-import shlex
-
 from collections import Counter
-from pathlib import Path
 
 from rich.console import Group, RenderableType
 from rich.markdown import Markdown
@@ -12,127 +9,78 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from workbook import ROOT, manifest
+from workbook import manifest, shown_path, view
 from workbook.run import Result
 
-ICONS = {"passed": ("✓", "green"), "failed": ("✗", "red"), "not_attempted": ("·", "dim")}
-
-
-def shown_path(path: str | Path) -> str:
-    try:
-        return str(Path(path).resolve().relative_to(ROOT))
-    except ValueError:
-        return str(path)
+STYLES = {"passed": "green", "failed": "red", "not_attempted": "dim"}
+#: Kept under their old names here: the view decides them.
+root_causes, hint_to_read, title_fit = view.root_causes, view.hint_to_read, view.title_fit
 
 
 def result_view(result: Result, problem: manifest.Problem, *,
                 recorded: bool = False, hints_seen: int | None = None) -> RenderableType:
     """A learner's report: the checklist, then one focused diagnosis per root cause."""
-    head = Text.assemble((f"{problem.id.upper()} · {problem.title}", "bold"), "  ",
-                         (shown_path(result.file), "cyan"))
-    if result.import_error:
-        return Group(head, Text(f"✗ {result.import_error}", style="red"))
-    if result.skeleton:
-        first = next(cp for cp in result.checkpoints if cp.kind == "core")
-        return Group(head, Text(
-            f"✗ {shown_path(result.file)} is still the skeleton: {first.message}. "
-            f"Fill in its TODOs, then run ./check.sh {problem.id} again.", style="yellow"))
-    parts: list[RenderableType] = [head, checklist(result)]
-    for group in root_causes([cp for cp in result.checkpoints if cp.status == "failed"]):
-        cause = group[0].cause or ""
-        if cause.startswith("AttributeError: module") and "has no attribute" in cause:
-            name = cause.split("has no attribute", 1)[1].split("@")[0].strip(" '\"")
-            parts.append(Text(f"✗ {shown_path(result.file)} defines no `{name}` (misspelt?): "
-                              f"{len(group)} checkpoint(s) cannot start", style="red"))
-            continue
-        parts.append(diagnosis(group, problem, seen=hints_seen))
-    parts.append(verdict(result, problem, recorded=recorded))
+    return draw(view.result_view(result, problem, recorded=recorded, hints_seen=hints_seen))
+
+
+def draw(shown: view.ResultView) -> RenderableType:
+    """The terminal's drawing of a result's view."""
+    head = Text.assemble((shown.heading, "bold"), "  ", (shown.file, "cyan"))
+    if shown.blocker:
+        return Group(head, Text(shown.blocker,
+                                style="yellow" if shown.blocker_kind == "skeleton" else "red"))
+    parts: list[RenderableType] = [head, checklist(shown.rows)]
+    parts += [panel_view(shown.problem, p) for p in shown.panels]
+    parts.append(Text(shown.verdict, style="bold green" if shown.passed else "bold red"))
     return Group(*parts)
 
 
-def root_causes(failed: list) -> list[list]:
-    """Failed checkpoints grouped by root cause (same exception at the same learner line,
-    same stuck site, same message), in checklist order: one diagnosis per group."""
-    groups: dict[str, list] = {}
-    for cp in failed:
-        key = cp.cause or (f"{cp.pitfall}|{cp.message}" if cp.message else cp.id)
-        groups.setdefault(key, []).append(cp)
-    return list(groups.values())
-
-
-def checklist(result: Result) -> Table:
+def checklist(rows: list[view.Row]) -> Table:
     table = Table(box=None, show_header=False, padding=(0, 1))
     table.add_column(width=1)
     table.add_column()
     table.add_column(justify="right", style="dim")
-    for cp in result.checkpoints:
-        icon, style = ICONS[cp.status]
-        title = Text(cp.title)
-        if cp.kind == "extension":
-            title.append(" (extension" + (", not attempted)" if cp.status == "not_attempted"
-                                          else ")"), style="dim")
-        for line in cp.notes:
+    for row in rows:
+        title = Text(row.title)
+        if row.label:
+            title.append(f" {row.label}", style="dim")
+        for line in row.notes:
             title.append(f"\n  {line}", style="dim")
-        table.add_row(Text(icon, style=style), title, f"{cp.seconds:.2f}s")
+        table.add_row(Text(row.icon, style=STYLES[row.status]), title, f"{row.seconds:.2f}s")
     return table
 
 
-def hint_to_read(level: int, seen: int) -> int:
-    """The next hint level not opened yet, but never past the level the checkpoint names
-    (from unopened L1 a diagnosis points to L1, not straight to L3)."""
-    return max(1, min(level, seen + 1))
-
-
-def title_fit(text: str, width: int = 72) -> str:
-    """``text`` shortened at a word boundary (with an ellipsis) to fit a panel title."""
-    if len(text) <= width:
-        return text
-    cut = text[:width - 1].rsplit(" ", 1)[0].rstrip(" ,;:—-")
-    return cut + "…"
-
-
-def diagnosis(group, problem: manifest.Problem, *, seen: int | None = None) -> Panel:
-    """One panel for a root cause: its message once, then every checkpoint it affects."""
-    cps = group if isinstance(group, list) else [group]
-    cp = cps[0]
-    body = Text(cp.message or "failed")
-    hint, section = problem.checkpoint(cp.id).hint, problem.checkpoint(cp.id).section
-    if cp.pitfall:
-        try:
-            pit = problem.pitfall(cp.pitfall)
-            body.append("\nLooks like: ", style="bold").append(pit.title)
-            hint, section = pit.hint, pit.section
-        except KeyError:
-            body.append(f"\nLooks like: {cp.pitfall}")
-    if len(cps) > 1:
-        body.append(f"\nSame cause in {len(cps)} checkpoints:", style="bold")
-        for c in cps:
-            body.append(f"\n  · {c.title}")
-    if seen is not None:
-        hint = hint_to_read(hint, seen)
+def panel_view(problem_id: str, panel: view.Panel) -> RenderableType:
+    """One root cause: a red line for a missing name, else a panel with its message, what it
+    looks like, the checkpoints it affects and where to read."""
+    if panel.kind == "missing":
+        return Text(panel.title, style="red")
+    body = Text(panel.message)
+    if panel.looks_like is not None:
+        if panel.looks_like == panel.pitfall:  # a pitfall the manifest does not know
+            body.append(f"\nLooks like: {panel.looks_like}")
+        else:
+            body.append("\nLooks like: ", style="bold").append(panel.looks_like)
+    if panel.same_cause:
+        body.append(f"\nSame cause in {len(panel.same_cause)} checkpoints:", style="bold")
+        for title in panel.same_cause:
+            body.append(f"\n  · {title}")
+    hint_command, book_command = view.read_commands(problem_id, panel)
     body.append("\nRead: ", style="bold").append(
-        f"hint level {hint} (./check.sh hint {problem.id} {hint}) · "
-        f"book section “{section}” (./check.sh book {problem.id} --section {shlex.quote(section)})")
-    title = cp.title if len(cps) == 1 else f"{cp.title} (+{len(cps) - 1} more)"
-    return Panel(body, title=f"✗ {title_fit(title)}", title_align="left", border_style="red")
+        f"hint level {panel.hint} ({hint_command}) · "
+        f"book section “{panel.section}” ({book_command})")
+    return Panel(body, title=panel.title, title_align="left", border_style="red")
+
+
+def diagnosis(group, problem: manifest.Problem, *, seen: int | None = None) -> RenderableType:
+    """The panel of one root cause (``group``: a failed checkpoint or a list of them)."""
+    cps = group if isinstance(group, list) else [group]
+    return panel_view(problem.id, view.panel(cps, problem, seen=seen))
 
 
 def verdict(result: Result, problem: manifest.Problem, *, recorded: bool = False) -> Text:
-    core = [cp for cp in result.checkpoints if cp.kind == "core"]
-    ext = [cp for cp in result.checkpoints if cp.kind == "extension"]
-    core_passed = sum(cp.status == "passed" for cp in core)
-    ext_passed = sum(cp.status == "passed" for cp in ext)
-    tail = f" · {result.seconds:.1f}s"
-    if result.incomplete:
-        tail += " · the run did not finish"
-    if result.passed:
-        done = f" {problem.id} is marked done." if recorded else ""
-        extra = f" and {ext_passed} of {len(ext)} extensions" if ext else ""
-        return Text(f"All {len(core)} core checkpoints{extra} passed{tail}.{done}",
-                    style="bold green")
-    extra = f", {ext_passed}/{len(ext)} extensions" if ext else ""
-    return Text(f"{core_passed}/{len(core)} core checkpoints{extra} passed{tail}.",
-                style="bold red")
+    return Text(view.verdict(result, problem, recorded=recorded),
+                style="bold green" if result.passed else "bold red")
 
 
 def repeat_view(results: list[Result], problem: manifest.Problem) -> RenderableType:

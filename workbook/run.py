@@ -6,7 +6,6 @@ finished before a kill are still reported.
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -16,9 +15,10 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
-from workbook import ROOT, manifest
+from workbook import ROOT, manifest, records
+from workbook.errors import UsageError  # noqa: F401 - also imported from here
 from workbook.tuning import TEST_TIMEOUT
 
 
@@ -73,10 +73,6 @@ class Result:
         }
 
 
-class UsageError(Exception):
-    """Bad input from the command line: exit code 2."""
-
-
 def check_source(target: Path) -> str | None:
     """A readable one-line syntax error for ``target``, or None if it compiles."""
     try:
@@ -124,32 +120,12 @@ def pytest_args(problem: manifest.Problem, target: Path, report: Path | None, *,
 
 def run_check(problem: manifest.Problem, target: Path, *, time_limit: float | None = None,
               python: str = sys.executable, env: dict | None = None) -> Result:
-    """Run ``problem``'s acceptance set against ``target``."""
-    target = Path(target).resolve()
-    if not target.is_file():
-        raise UsageError(f"no such file: {target}")
-    started = time.monotonic()
-    syntax = check_source(target)
-    if syntax:
-        return _import_failed(problem, target, syntax, started)
-    limit = time_limit or problem.time_limit
-    with tempfile.TemporaryDirectory(prefix="workbook-") as tmp:
-        report = Path(tmp) / "report.jsonl"
-        report.touch()
-        output = Path(tmp) / "output.txt"
-        with output.open("wb") as out:
-            proc = subprocess.Popen(
-                pytest_command(problem, target, report, python), cwd=ROOT,
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                env=child_env(env), start_new_session=True,
-            )
-            killed = _wait(proc, limit)
-        records = _read_report(report)
-        tail = output.read_bytes()[-4000:].decode("utf-8", "replace")
-    result = _aggregate(problem, target, records, killed=killed, limit=limit)
-    result.seconds = time.monotonic() - started
-    result.output = tail
-    return result
+    """Run ``problem``'s acceptance set against ``target``: ``iter_check`` to its end."""
+    for item in iter_check(problem, target, time_limit=time_limit, python=python, env=env,
+                           poll=0.2):
+        if isinstance(item, Result):
+            return item
+    raise AssertionError("iter_check ends with its Result")  # pragma: no cover
 
 
 def child_env(extra: dict | None = None) -> dict:
@@ -166,37 +142,6 @@ def child_env(extra: dict | None = None) -> dict:
     return env
 
 
-def _wait(proc: subprocess.Popen, limit: float) -> bool:
-    """Wait up to ``limit`` seconds; then kill the whole process group. True if killed."""
-    try:
-        proc.wait(limit)
-        killed = False
-    except subprocess.TimeoutExpired:
-        killed = True
-    except BaseException:  # Ctrl-C (--watch): leave no check running behind
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        raise
-    try:  # leave nothing behind: stray children of the learner code go too
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
-    return killed
-
-
-def _read_report(path: Path) -> list[dict]:
-    records = []
-    for line in path.read_text("utf-8", "replace").splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # a line cut short by a kill
-    return records
-
-
 def _import_failed(problem: manifest.Problem, target: Path, message: str,
                    started: float) -> Result:
     cps = [CheckpointResult(cp.id, cp.title, cp.kind, "failed", message=message)
@@ -205,93 +150,118 @@ def _import_failed(problem: manifest.Problem, target: Path, message: str,
                   seconds=time.monotonic() - started)
 
 
-def _aggregate(problem: manifest.Problem, target: Path, records: list[dict], *,
-               killed: bool, limit: float) -> Result:
-    collected: dict[str, list[str]] = {}
-    tests: dict[str, list[dict]] = {cp.id: [] for cp in problem.checkpoints}
-    notes: dict[str, list[str]] = {cp.id: [] for cp in problem.checkpoints}
-    import_error = None
-    ended = False
-    for rec in records:
-        event = rec.get("event")
+class Tally:
+    """The one reading of a run's records, fed as they arrive: the collection, each
+    checkpoint's finished tests and notes, an import error, the end."""
+
+    def __init__(self, problem: manifest.Problem) -> None:
+        self.problem = problem
+        self.collected: dict[str, list[str]] = {}
+        self.tests: dict[str, list[records.TestDone]] = {cp.id: [] for cp in problem.checkpoints}
+        self.notes: dict[str, list[str]] = {cp.id: [] for cp in problem.checkpoints}
+        self.import_error: str | None = None
+        self.ended = False
+
+    def add(self, record: records.Record) -> None:
+        event = record.event
         if event == "collected":
-            collected = rec.get("tests", {})
-        elif event == "test" and rec.get("checkpoint") in tests:
-            tests[rec["checkpoint"]].append(rec)
-        elif event == "note" and rec.get("checkpoint") in notes:
-            notes[rec["checkpoint"]].append(rec.get("text", ""))
+            self.collected = record.tests
+        elif event == "test" and record.checkpoint in self.tests:
+            self.tests[record.checkpoint].append(record)
+        elif event == "note" and record.checkpoint in self.notes:
+            self.notes[record.checkpoint].append(record.text)
         elif event == "import_error":
-            import_error = rec.get("message")
+            self.import_error = record.message
         elif event == "end":
-            ended = True
-    if import_error:
-        return _import_failed(problem, target, import_error, time.monotonic())
-    results = []
-    incomplete = killed or not ended
-    for cp in problem.checkpoints:
-        expected = len(collected.get(cp.id, [])) or None
-        results.append(_checkpoint_status(cp, tests[cp.id], expected, notes[cp.id],
-                                          killed=killed, limit=limit))
-    return Result(problem.id, str(target), results, incomplete=incomplete)
+            self.ended = True
+
+    def finished(self, *, limit: float) -> dict[str, CheckpointResult]:
+        """The checkpoints whose every collected test has reported, judged as the final
+        ``Result`` will judge them (for showing results while the run goes on)."""
+        done = {}
+        for cp in self.problem.checkpoints:
+            expected = len(self.collected.get(cp.id, []))
+            if expected and len(self.tests[cp.id]) >= expected:
+                done[cp.id] = _checkpoint_status(cp, self.tests[cp.id], expected,
+                                                 self.notes[cp.id], killed=False, limit=limit)
+        return done
+
+    def result(self, target: Path, *, killed: bool, limit: float) -> Result:
+        """The run's ``Result`` from everything added."""
+        if self.import_error:
+            return _import_failed(self.problem, target, self.import_error, time.monotonic())
+        results = [_checkpoint_status(cp, self.tests[cp.id],
+                                      len(self.collected.get(cp.id, [])) or None,
+                                      self.notes[cp.id], killed=killed, limit=limit)
+                   for cp in self.problem.checkpoints]
+        return Result(self.problem.id, str(target), results, incomplete=killed or not self.ended)
 
 
-def _checkpoint_status(cp: manifest.Checkpoint, runs: list[dict], expected: int | None,
-                       notes: list[str], *, killed: bool, limit: float) -> CheckpointResult:
-    result = CheckpointResult(cp.id, cp.title, cp.kind, "failed", notes=notes,
-                              seconds=round(sum(r.get("seconds", 0.0) for r in runs), 3))
-    failed = [r for r in runs if r.get("outcome") == "failed"]
+def _checkpoint_status(cp: manifest.Checkpoint, runs: list[records.TestDone],
+                       expected: int | None, notes: list[str], *, killed: bool,
+                       limit: float) -> CheckpointResult:
+    result = CheckpointResult(cp.id, cp.title, cp.kind, "failed", notes=list(notes),
+                              seconds=round(sum(r.seconds or 0.0 for r in runs), 3))
+    failed = [r for r in runs if r.outcome == "failed"]
     missing = expected is None or len(runs) < expected
-    result.stuck = sum(int(r.get("stuck", 0) or 0) for r in runs)
+    result.stuck = sum(int(r.stuck or 0) for r in runs)
     if failed:  # the first diagnosis that names a pitfall is the most useful one
-        first = next((r for r in failed if r.get("pitfall")), failed[0])
-        result.message = first.get("message")
-        result.pitfall = first.get("pitfall")
-        result.cause = first.get("cause")
+        first = next((r for r in failed if r.pitfall), failed[0])
+        result.message = first.message
+        result.pitfall = first.pitfall
+        result.cause = first.cause
     elif missing and not runs and expected is None and not killed:
         result.message = "no test checks this checkpoint (harness defect)"
     elif missing:
         result.message = (f"did not finish: the whole run was stopped after {limit:g} s"
                           if killed else "did not finish: the test process ended early")
-    elif all(r.get("outcome") == "not_implemented" for r in runs):
+    elif all(r.outcome == "not_implemented" for r in runs):
         result.not_implemented = True
-        result.message = runs[0].get("message")
+        result.message = runs[0].message
         if cp.kind == "extension":
             result.status = "not_attempted"
-    elif any(r.get("outcome") == "not_implemented" for r in runs):
-        first = next(r for r in runs if r.get("outcome") == "not_implemented")
-        result.message = f"only partly implemented: {first.get('message')}"
+    elif any(r.outcome == "not_implemented" for r in runs):
+        first = next(r for r in runs if r.outcome == "not_implemented")
+        result.message = f"only partly implemented: {first.message}"
     else:
         result.status = "passed"
     return result
 
 
-# -- streaming: the same run, its report records yielded as they arrive ---------------------
+# -- the run: its report records yielded as they arrive -----------------------------------
+
+@dataclass(frozen=True)
+class Reported:
+    """A report record and the wall-clock time (``time.time()``) at which the report file
+    last changed before it was read."""
+    record: records.Record
+    at: float
+
 
 def iter_check(problem: manifest.Problem, target: Path, *, time_limit: float | None = None,
                python: str = sys.executable, env: dict | None = None,
                poll: float = 0.02,
-               cancel: threading.Event | None = None) -> Iterator[dict | Result]:
-    """Run ``problem``'s acceptance set against ``target`` like ``run_check``, yielding each
-    report record (a dict) as soon as the run has written it, then the ``Result`` that
-    ``run_check`` would have returned.  Each record gets ``reported_at``: the wall-clock
-    time (``time.time()``) at which the report file last changed before it was read.
-    Closing the generator early, or setting ``cancel``, stops the run (its whole process
-    group); a cancelled run reports what finished before, like one that hit its limit."""
+               cancel: threading.Event | None = None) -> Iterator[Reported | Result]:
+    """Run ``problem``'s acceptance set against ``target`` in a subprocess, yielding each
+    report record (``Reported``) as soon as the run has written it (looked for every
+    ``poll`` seconds), then the run's ``Result``.  Closing the generator early, or setting
+    ``cancel``, stops the run (its whole process group); a cancelled run reports what
+    finished before, like one that hit its limit."""
     target = Path(target).resolve()
     if not target.is_file():
         raise UsageError(f"no such file: {target}")
     started = time.monotonic()
     syntax = check_source(target)
     if syntax:
-        yield {"event": "import_error", "message": syntax, "reported_at": time.time()}
+        yield Reported(records.ImportFailed(syntax), time.time())
         yield _import_failed(problem, target, syntax, started)
         return
     limit = time_limit or problem.time_limit
+    tally = Tally(problem)
     with tempfile.TemporaryDirectory(prefix="workbook-") as tmp:
         report = Path(tmp) / "report.jsonl"
         report.touch()
         output = Path(tmp) / "output.txt"
-        records: list[dict] = []
         with output.open("wb") as out, report.open("rb") as feed:
             proc = subprocess.Popen(
                 pytest_command(problem, target, report, python), cwd=ROOT,
@@ -309,64 +279,42 @@ def iter_check(problem: manifest.Problem, target: Path, *, time_limit: float | N
                         partial += chunk
                         *lines, partial = partial.split(b"\n")
                         for line in lines:
-                            try:
-                                rec = json.loads(line)
-                            except ValueError:
-                                continue  # a line cut short by a kill
-                            records.append(rec)
-                            yield {**rec, "reported_at": stamp}
+                            record = records.parse_line(line)
+                            if record is not None:
+                                tally.add(record)
+                                yield Reported(record, stamp)
                     if finished:
                         break
                     if time.monotonic() - started > limit or (cancel and cancel.is_set()):
                         killed = True
                         break
-                    time.sleep(poll)
-            finally:  # also when the consumer closes the generator early
-                try:
+                    try:
+                        proc.wait(poll)  # returns at once when the run ends
+                    except subprocess.TimeoutExpired:
+                        pass
+            finally:  # also when the consumer closes the generator early, or on Ctrl-C:
+                try:  # leave nothing behind, stray children of the learner code included
                     os.killpg(proc.pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
                 proc.wait()
-            rest = partial + feed.read()
-            for line in rest.split(b"\n"):
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    continue
-                records.append(rec)
-                yield {**rec, "reported_at": time.time()}
+            for line in (partial + feed.read()).split(b"\n"):
+                record = records.parse_line(line)  # a line cut short by a kill is skipped
+                if record is not None:
+                    tally.add(record)
+                    yield Reported(record, time.time())
         tail = output.read_bytes()[-4000:].decode("utf-8", "replace")
-    result = _aggregate(problem, target, records, killed=killed, limit=limit)
+    result = tally.result(target, killed=killed, limit=limit)
     result.seconds = time.monotonic() - started
     result.output = tail
     yield result
 
 
-def checkpoint_progress(problem: manifest.Problem, records: list[dict], *,
-                        limit: float) -> dict[str, CheckpointResult]:
-    """The checkpoints whose every collected test has reported, judged as the final
-    ``Result`` will judge them (for showing results while the run goes on)."""
-    collected: dict[str, list[str]] = {}
-    runs: dict[str, list[dict]] = {cp.id: [] for cp in problem.checkpoints}
-    notes: dict[str, list[str]] = {cp.id: [] for cp in problem.checkpoints}
-    for rec in records:
-        if rec.get("event") == "collected":
-            collected = rec.get("tests", {})
-        elif rec.get("event") == "test" and rec.get("checkpoint") in runs:
-            runs[rec["checkpoint"]].append(rec)
-        elif rec.get("event") == "note" and rec.get("checkpoint") in notes:
-            notes[rec["checkpoint"]].append(rec.get("text", ""))
-    done = {}
-    for cp in problem.checkpoints:
-        expected = len(collected.get(cp.id, []))
-        if expected and len(runs[cp.id]) >= expected:
-            done[cp.id] = _checkpoint_status(cp, runs[cp.id], expected, notes[cp.id],
-                                             killed=False, limit=limit)
-    return done
-
-
-def result_from_records(problem: manifest.Problem, target: Path, records: list[dict], *,
-                        killed: bool = False, limit: float | None = None) -> Result:
+def result_from_records(problem: manifest.Problem, target: Path,
+                        report: Iterable[records.Record], *, killed: bool = False,
+                        limit: float | None = None) -> Result:
     """The ``Result`` a report's records describe (the grader's records, after checking)."""
-    return _aggregate(problem, Path(target), records, killed=killed,
-                      limit=limit or problem.time_limit)
+    tally = Tally(problem)
+    for record in report:
+        tally.add(record)
+    return tally.result(Path(target), killed=killed, limit=limit or problem.time_limit)

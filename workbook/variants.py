@@ -26,13 +26,9 @@ import whatthepatch
 from whatthepatch.exceptions import WhatThePatchException
 
 from workbook import ROOT, manifest
-from workbook.run import UsageError
+from workbook.errors import UsageError, VariantError
 
 KINDS = ("pitfall", "wrong")
-
-
-class VariantError(UsageError):
-    """A variant's diff is malformed or no longer applies to the reference."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +62,17 @@ def get(problem: manifest.Problem, kind: str, name: str) -> Variant:
         raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
     raise UsageError(f"{problem.id} has no {kind} {name!r} "
                      f"(known: {', '.join(known) or 'none'})")
+
+
+def pitfall_file(problem: manifest.Problem, name: str) -> Path:
+    """A learner file of the pitfall, ready to check or import: the reference with the
+    diff applied (a cached temporary ``<module>.py``)."""
+    return materialize(get(problem, "pitfall", name))
+
+
+def wrong_file(problem: manifest.Problem, name: str) -> Path:
+    """A learner file of the wrong variant (the reference with its diff applied)."""
+    return materialize(get(problem, "wrong", name))
 
 
 def all_variants(problem: manifest.Problem) -> list[Variant]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests.selftest.conftest import PROBLEMS, alternate_cases, checked, variant_cases
-from workbook import cli, variants
+from tests.selftest.views_check import same_panels_if_served
+from workbook import ROOT, cli, variants
 
 
 def _failures(result) -> str:
@@ -19,12 +20,14 @@ def test_the_reference_passes_every_checkpoint(problem):
     result = checked(problem.id, str(problem.solution_file))
     assert result.passed and not result.incomplete, _failures(result)
     assert all(cp.status == "passed" for cp in result.checkpoints), _failures(result)
+    same_panels_if_served(result, problem)
 
 
 @pytest.mark.parametrize("variant", variant_cases())
 def test_each_variant_fails_exactly_its_declared_checkpoints(variant):
     result = checked(variant.problem.id, str(variants.materialize(variant)))
     assert result.import_error is None, result.import_error
+    same_panels_if_served(result, variant.problem)  # the page's panels are the terminal's
     by_id = {cp.id: cp for cp in result.checkpoints}
     still_passing = [cp for cp in variant.fails if by_id[cp].status == "passed"]
     assert not still_passing, f"{variant.label} should fail {still_passing}"
@@ -79,10 +82,14 @@ def test_a_correct_solution_in_another_style_passes(problem, path):
 def test_the_skeleton_reports_not_implemented(problem):
     result = checked(problem.id, str(problem.learner_file))
     assert not result.passed and result.skeleton, _failures(result)
+    same_panels_if_served(result, problem)
     for cp in result.checkpoints:
         assert "not implemented" in (cp.message or ""), f"{cp.id}: {cp.message}"
         assert cp.status == ("not_attempted" if cp.kind == "extension" else "failed")
 
 
-def test_every_problem_ships_at_least_one_alternate():
-    assert all(list(p.alternates_dir.glob("*.py")) for p in PROBLEMS)
+@pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.id)
+def test_every_problem_ships_at_least_one_alternate(problem):
+    assert list(problem.alternates_dir.glob("*.py")), \
+        f"{problem.id}: no correct solution in another style in " \
+        f"{problem.alternates_dir.relative_to(ROOT)}/"

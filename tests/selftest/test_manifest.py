@@ -6,7 +6,7 @@ import re
 import pytest
 
 from tests.selftest.conftest import PROBLEMS
-from workbook import manifest, variants
+from workbook import ROOT, manifest, scaffold, variants
 from workbook.manifest import ManifestError, load_problem
 
 MARKER = re.compile(r"""@pytest\.mark\.checkpoint\(\s*["']([\w.]+)["']\s*\)""")
@@ -21,6 +21,18 @@ def test_every_file_the_manifest_implies_exists(problem):
     paths += [problem.wrong_diff(w.name) for w in problem.wrongs]
     missing = [str(p) for p in paths if not p.is_file()]
     assert not missing
+
+
+@pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.id)
+def test_no_scaffold_placeholder_is_left(problem):
+    """``./check.sh new`` marks every stub it writes; this row lists those still to write."""
+    paths = [manifest.PROBLEMS_DIR / f"{problem.id}.toml", problem.learner_file,
+             problem.solution_file, problem.chapter_file, problem.tests_dir / "CONTRACT.md"]
+    paths += [problem.hint_file(level) for level in (1, 2, 3)]
+    paths += sorted(problem.tests_dir.glob("*.py"))
+    left = [str(p.relative_to(ROOT)) for p in paths
+            if p.is_file() and scaffold.MARKER in p.read_text("utf-8")]
+    assert not left, f"{problem.id}: still to write ({scaffold.MARKER}): {', '.join(left)}"
 
 
 @pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.id)

@@ -85,7 +85,7 @@ def test_an_enqueue_that_takes_the_lock_again_is_one_panel_and_no_spin_guess():
 
 def test_a_missing_notify_names_the_parked_thread_and_the_condition_it_waits_on():
     problem = manifest.get("p03")
-    result = checked("p03", str(problem.pitfall_file("missing_notify")))
+    result = checked("p03", str(variants.pitfall_file(problem, "missing_notify")))
     stuck = [cp for cp in failed(result) if cp.stuck]
     assert stuck, [(cp.id, cp.message) for cp in failed(result)]
     messages = "\n".join(cp.message for cp in stuck)
@@ -99,7 +99,7 @@ def test_a_thread_that_sleeps_holding_the_lock_others_wait_for_is_named_with_its
     own evidence): one thread sleeps inside `with self._lock`, six wait for the lock."""
     import subprocess
     problem = manifest.get("p03")
-    path = problem.pitfall_file("spin_holding_lock")
+    path = variants.pitfall_file(problem, "spin_holding_lock")
     command = run.pytest_command(problem, path, tmp_path / "report.jsonl")
     out = subprocess.run([*command, "-k", "many_producers", "--tb=short"], cwd=ROOT,
                          env=run.child_env(), capture_output=True, text=True,
@@ -117,7 +117,7 @@ def test_a_thread_that_sleeps_holding_the_lock_others_wait_for_is_named_with_its
 
 def test_a_cross_thread_call_that_never_wakes_the_loop_reads_as_a_sleeping_loop():
     problem = manifest.get("p01")
-    result = checked("p01", str(problem.pitfall_file("asyncio_queue")))
+    result = checked("p01", str(variants.pitfall_file(problem, "asyncio_queue")))
     messages = "\n".join(cp.message or "" for cp in failed(result) if cp.stuck)
     assert "the event loop is asleep in select()" in messages, messages
     assert "ready but the loop was not woken" in messages, messages
@@ -125,7 +125,7 @@ def test_a_cross_thread_call_that_never_wakes_the_loop_reads_as_a_sleeping_loop(
 
 def test_a_loop_asleep_with_items_queued_says_how_many_and_which_put_should_have_woken_it():
     problem = manifest.get("p01")
-    path = str(problem.pitfall_file("flag_before_append"))
+    path = str(variants.pitfall_file(problem, "flag_before_append"))
     result = checked("p01", path)
     messages = "\n".join(cp.message or "" for cp in failed(result) if cp.stuck)
     assert re.search(r"the loop is asleep in select\(\); \d+ items? (is|are) queued in the "

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from workbook import ROOT, manifest, testkit
-from workbook.run import UsageError
+from workbook.errors import UsageError
 
 #: Seconds after which one measurement counts as hung (its design is then dropped).
 #: Generous: a measurement takes well under a second, but the box may be heavily loaded.

@@ -27,7 +27,7 @@ import threading
 import time
 from typing import Any
 
-from workbook import bench
+from workbook import bench, variants
 
 PRODUCERS = 4
 MAX_BATCH = 1024
@@ -214,7 +214,7 @@ def build(problem, args) -> list[bench.Case]:
         bench.file_design(problem.solution_file, "reference", "reference",
                           sink_factory),
         bench.learner_design(problem, args, sink_factory),
-        bench.file_design(problem.pitfall_file("per_put_wakeup"),
+        bench.file_design(variants.pitfall_file(problem, "per_put_wakeup"),
                           "pitfall: wakeup per put", "pitfall", sink_factory),
         bench.Design("janus.Queue", "peer", janus_factory),
         bench.Design("culsans.Queue", "peer", culsans_factory),

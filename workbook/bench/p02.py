@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from workbook import bench
+from workbook import bench, variants
 
 #: The real selector class, taken before any measurement swaps the name.
 _REAL_SELECTOR = selectors.DefaultSelector
@@ -53,13 +53,13 @@ def plain(module: Any) -> Setup:
 
 def polling(problem, poll: float, flag_only: bool) -> Callable[[], Setup]:
     def load() -> Setup:
-        loop = bench.load_file(problem.pitfall_file("short_timeout_polling"))
+        loop = bench.load_file(variants.pitfall_file(problem, "short_timeout_polling"))
         if not hasattr(loop, "POLL"):
             raise RuntimeError("short_timeout_polling.py no longer has a POLL setting")
         loop.POLL = poll  # a fresh module per design: each keeps its own interval
         control = loop.Control
         if flag_only:  # this loop's Control (run() accepts only its own), pressed flag-only
-            flagged = bench.load_file(problem.pitfall_file("flag_only")).Control
+            flagged = bench.load_file(variants.pitfall_file(problem, "flag_only")).Control
             control = type("FlagOnlyControl", (loop.Control,),
                            {"request_stop": flagged.request_stop})
         # Without the byte, when the press lands within the poll period decides the latency:

@@ -23,7 +23,7 @@ import threading
 import time
 from typing import Any
 
-from workbook import bench
+from workbook import bench, variants
 from workbook.bench.p01 import CountingLoop
 
 PER_COROUTINE = 100
@@ -258,12 +258,12 @@ def build(problem, args) -> list[bench.Case]:
     reference = bench.file_design(problem.solution_file, "reference Runner", "reference",
                                   Workbook)
     yours = bench.learner_design(problem, args, Workbook)
-    recursive = bench.file_design(problem.pitfall_file("recursion_on_done"),
+    recursive = bench.file_design(variants.pitfall_file(problem, "recursion_on_done"),
                                   "pitfall: recursion on done Futures", "pitfall", Workbook)
     reference_loop = bench.file_design(problem.solution_file, "reference IOLoop",
                                        "reference", Workbook)
     yours_loop = bench.learner_design(problem, args, Workbook)
-    wake_all = bench.file_design(problem.pitfall_file("wake_every_add"),
+    wake_all = bench.file_design(variants.pitfall_file(problem, "wake_every_add"),
                                  "pitfall: wake on every add_callback", "pitfall", Workbook)
     tornado = bench.Design("tornado gen.coroutine", "peer", Tornado)
     native = bench.Design("asyncio async/await", "peer", Native)

@@ -27,6 +27,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColum
 from rich.table import Column, Table
 
 from workbook import manifest, run
+from workbook.errors import UsageError
 from workbook.grading import exports
 from workbook.grading.discovery import Submission, discover
 from workbook.grading.gradebook import Entry, Gradebook, atomic_write
@@ -91,7 +92,7 @@ def _paths(args) -> tuple[str, Path, Path | None]:
         out = args.out or Path(f"gradebook.{fmt}")
         state = args.gradebook or (out if fmt == "json" else out.with_suffix(".json"))
     if fmt != "json" and state is not None and state.resolve() == out.resolve():
-        raise run.UsageError("--gradebook and --out must be different files")
+        raise UsageError("--gradebook and --out must be different files")
     return fmt, out, state
 
 
@@ -101,7 +102,7 @@ def select(ids: list[str] | None) -> list[manifest.Problem]:
     try:
         return [manifest.get(pid) for pid in dict.fromkeys(ids)]
     except KeyError as exc:
-        raise run.UsageError(exc.args[0]) from None
+        raise UsageError(exc.args[0]) from None
 
 
 @dataclass
@@ -126,17 +127,17 @@ def main(argv: list[str]) -> int:
 def _grade(args, stack: contextlib.ExitStack) -> int:
     problems = select(args.problem)
     if args.jobs < 1:
-        raise run.UsageError("--jobs needs a whole number of at least 1")
+        raise UsageError("--jobs needs a whole number of at least 1")
     if args.time_limit is not None and args.time_limit <= 0:
-        raise run.UsageError("--time-limit needs a positive number of seconds")
+        raise UsageError("--time-limit needs a positive number of seconds")
     if not args.submissions.is_dir():
-        raise run.UsageError(f"no such folder: {args.submissions}")
+        raise UsageError(f"no such folder: {args.submissions}")
     fmt, out, state = _paths(args)
     if state is None:
         state = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "gradebook.json"
     submissions = discover(args.submissions.resolve(), problems, single=args.single)
     if not submissions:
-        raise run.UsageError(f"no submissions found in {args.submissions}")
+        raise UsageError(f"no submissions found in {args.submissions}")
     iso = runner.detect([p.solution_file for p in manifest.problems().values()])
     if iso == "none":
         errors.print("[yellow]warning:[/yellow] not root: learner code runs as you (resource "
@@ -190,7 +191,7 @@ def _only_writer(state: Path):
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise run.UsageError(f"another grader is writing {state}; wait for it, or "
+            raise UsageError(f"another grader is writing {state}; wait for it, or "
                                  "choose another --gradebook") from None
         yield
 

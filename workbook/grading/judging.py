@@ -84,8 +84,8 @@ def judge(problem: manifest.Problem, outcome: runner.Outcome,
     collected: dict[str, list[str]] = {}
     for nodeid, cp in trusted:
         collected.setdefault(cp, []).append(nodeid)
-    result = run.result_from_records(problem, target, [
-        {"event": "collected", "tests": collected}, *map(protocol.to_dict, verdict.accepted)],
+    result = run.result_from_records(
+        problem, target, [protocol.Collected(len(trusted), collected), *verdict.accepted],
         limit=limits.wall)
     reported = Counter(r.checkpoint for r in verdict.accepted if isinstance(r, protocol.TestDone))
 

@@ -1,7 +1,8 @@
 """The report protocol between a graded run and the grader: one definition, both sides.
 
-The in-process reporter (``workbook.grading.sandbox.reporter``) turns each record the harness
-plugin emits into one of the typed records below, signs it and writes it down a pipe; the
+The records are the report's own (``workbook.records``, the same the learner's check reads).
+The in-process reporter (``workbook.grading.sandbox.reporter``) takes each record the harness
+plugin emits, signs it and writes it down a pipe; the
 grader (``workbook.grading.sandbox.runner``) checks the signature and decodes it back, and
 ``honest_order`` accepts the records only in the one order an honest run produces.
 
@@ -15,8 +16,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from dataclasses import asdict, dataclass, field, fields
-from typing import Union, get_args
+from dataclasses import dataclass
+
+from workbook import records
+from workbook.errors import ReportError
+from workbook.records import (  # noqa: F401 - the protocol's records are the report's
+    Collected, End, ImportFailed, Item, Note, Record, Start, Tampered, TestDone)
 
 #: One record must fit one atomic pipe write (PIPE_BUF is 4096 on Linux), signature included.
 RECORD_MAX = 3800
@@ -24,97 +29,15 @@ RECORD_MAX = 3800
 _CAPS = {"message": 1500, "cause": 500, "text": 500, "file": 300}
 
 
-@dataclass(frozen=True)
-class Start:
-    """The harness is configured; the learner file is about to be imported."""
-    problem: str = ""
-    file: str = ""
-    pid: int = 0
-    event: str = field(default="start", init=False)
-
-
-@dataclass(frozen=True)
-class ImportFailed:
-    """Importing the learner file failed; no test will run it."""
-    message: str = ""
-    event: str = field(default="import_error", init=False)
-
-
-@dataclass(frozen=True)
-class Collected:
-    """How many tests were collected (the grader holds its own list of them)."""
-    count: int = 0
-    event: str = field(default="collected", init=False)
-
-
-@dataclass(frozen=True)
-class Item:
-    """One collected test, in run order."""
-    nodeid: str = ""
-    checkpoint: str | None = None
-    event: str = field(default="item", init=False)
-
-
-@dataclass(frozen=True)
-class TestDone:
-    """One finished test, as the harness classified it, with pytest's own verdict beside it."""
-    nodeid: str = ""
-    checkpoint: str | None = None
-    outcome: str = "passed"          # "passed" | "failed" | "not_implemented"
-    seconds: float = 0.0
-    message: str | None = None
-    pitfall: str | None = None
-    cause: str | None = None         # failures with the same cause share one diagnosis
-    stuck: int = 0                   # the stuck detector's verdicts in this test
-    pytest_outcome: str = "passed"   # "passed" | "failed", from pytest's reports
-    event: str = field(default="test", init=False)
-
-    __test__ = False  # not a pytest test class
-
-
-@dataclass(frozen=True)
-class Note:
-    """A figure a test wants shown under its checkpoint."""
-    checkpoint: str | None = None
-    text: str = ""
-    event: str = field(default="note", init=False)
-
-
-@dataclass(frozen=True)
-class Tampered:
-    """Something the verdict depends on was replaced since the learner file was imported."""
-    changed: tuple[str, ...] = ()
-    event: str = field(default="integrity", init=False)
-
-
-@dataclass(frozen=True)
-class End:
-    """The session finished."""
-    event: str = field(default="end", init=False)
-
-
-Record = Union[Start, ImportFailed, Collected, Item, TestDone, Note, Tampered, End]
-_BY_EVENT: dict[str, type] = {cls.event: cls  # type: ignore[attr-defined]
-                              for cls in get_args(Record)}
-
-
-class ProtocolError(ValueError):
-    """A line or record that is not part of the protocol."""
-
-
-def from_dict(data: dict) -> Record:
-    """The typed record for a dict (unknown keys dropped, missing ones defaulted)."""
-    cls = _BY_EVENT.get(data.get("event"))  # type: ignore[arg-type]
-    if cls is None:
-        raise ProtocolError(f"an unknown record {data.get('event')!r}")
-    values = {f.name: data[f.name] for f in fields(cls) if f.init and f.name in data}
-    if cls is Tampered:
-        values["changed"] = tuple(values.get("changed", ()))
-    return cls(**values)  # every field has a default: no TypeError
+#: A line or record that is not part of the protocol (or of this schema version).
+ProtocolError = ReportError
+#: The typed record for a dict (unknown keys dropped, missing ones defaulted).
+from_dict = records.from_dict
 
 
 def to_dict(record: Record) -> dict:
-    data = asdict(record)
+    """The record as sent: its text fields cut to their caps."""
+    data = records.to_dict(record)
     for name, cap in _CAPS.items():
         value = data.get(name)
         if isinstance(value, str) and len(value) > cap:

@@ -22,7 +22,7 @@ from starlette.responses import (HTMLResponse, JSONResponse, PlainTextResponse,
                                  RedirectResponse, Response, StreamingResponse)
 from starlette.routing import Route
 
-from workbook import manifest, progress
+from workbook import manifest, progress, view
 from workbook.render import shown_path
 from workbook.run import Result
 from workbook.web import html, pages
@@ -40,39 +40,18 @@ def environment() -> Environment:
 
 
 def describe(problem: manifest.Problem, result: Result) -> dict:
-    """The final report for the page: the ``--json`` document plus what the terminal shows
-    around it (the skeleton line, the verdict, one diagnosis per failed checkpoint)."""
+    """The final report for the page: the ``--json`` document and the result's view (the
+    one the terminal draws), each panel's book section with its title and anchor on this
+    page.  The page draws the view as it is."""
     chapter = pages.chapter(problem)
-    doc = result.to_json()
-    diagnoses = []
-    for cp in result.checkpoints:
-        if cp.status != "failed":
-            continue
-        m = problem.checkpoint(cp.id)
-        hint, section, looks_like = m.hint, m.section, None
-        if cp.pitfall:
-            try:
-                pit = problem.pitfall(cp.pitfall)
-                hint, section, looks_like = pit.hint, pit.section, pit.title
-            except KeyError:
-                looks_like = cp.pitfall
-        diagnoses.append({"id": cp.id, "title": cp.title, "message": cp.message or "failed",
-                          "pitfall": cp.pitfall, "looks_like": looks_like, "hint": hint,
-                          "section": chapter.titles.get(section, section),
-                          "anchor": chapter.sections.get(section),
-                          "notes": cp.notes})
-    shown = shown_path(result.file)
-    if result.import_error:
-        line = f"✗ {result.import_error}"
-    elif result.skeleton:
-        first = next(cp for cp in result.checkpoints if cp.kind == "core")
-        line = (f"✗ {shown} is still the skeleton: {first.message}. "
-                f"Fill in its TODOs, then run the checks again.")
-    else:
-        from workbook import render
-        line = render.verdict(result, problem, recorded=True).plain
-    return {"result": doc, "passed": result.passed, "skeleton": result.skeleton,
-            "line": line, "diagnoses": [] if result.skeleton else diagnoses,
+    shown = view.result_view(result, problem, recorded=True,
+                             hints_seen=progress.hints_seen(problem.id),
+                             again="run the checks again")
+    panels = [{**asdict(p), "section_title": chapter.titles.get(p.section, p.section),
+               "anchor": chapter.sections.get(p.section)} for p in shown.panels]
+    return {"result": result.to_json(), "passed": result.passed, "skeleton": result.skeleton,
+            "line": shown.blocker or shown.verdict, "blocker": shown.blocker_kind,
+            "rows": [asdict(r) for r in shown.rows], "diagnoses": panels,
             "done": bool(progress.entry(progress.load(), problem.id).get("done_at"))}
 
 

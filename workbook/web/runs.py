@@ -3,7 +3,8 @@
 A run goes through ``workbook.run.iter_check`` (the runner behind ``./check.sh pNN``) in a
 worker thread; every event it produces is appended to the problem's ``Channel`` on the event
 loop, and every page subscribed to the channel (server-sent events) receives it.  The
-learner's file is only read, never written; progress is recorded as the CLI records it.
+learner's file is only read, never written; progress is recorded as the CLI records it
+(``progress.record_check``).
 """
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from typing import AsyncIterator, Callable
 
 from workbook import manifest, progress
 from workbook.render import shown_path
-from workbook.run import Result, UsageError, checkpoint_progress, iter_check
+from workbook.errors import UsageError
+from workbook.run import Result, Tally, iter_check
 
 _ids = itertools.count(1)
 
@@ -105,28 +107,28 @@ class Runs:
             except RuntimeError:  # the server is shutting down and its loop is closed
                 pass
 
-        records: list[dict] = []
+        tally = Tally(ch.problem)
         sent: set[str] = set()
         try:
             for item in iter_check(ch.problem, target, cancel=self._cancel):
                 if isinstance(item, Result):
                     if self._cancel.is_set():
                         break  # stopped by the shutdown: not the learner's attempt
-                    _record(ch.problem, item)
+                    progress.record_check(ch.problem.id, item)
                     post({"type": "result", **self.describe(ch.problem, item)})
                     break
-                records.append(item)
-                if item.get("event") == "import_error":
-                    post({"type": "import_error", "message": item.get("message"),
-                          "reported_at": item.get("reported_at")})
-                if item.get("event") != "test":
+                record = item.record
+                tally.add(record)
+                if record.event == "import_error":
+                    post({"type": "import_error", "message": record.message,
+                          "reported_at": item.at})
+                if record.event != "test":
                     continue
-                for cp_id, cp in checkpoint_progress(ch.problem, records,
-                                                     limit=ch.problem.time_limit).items():
+                for cp_id, cp in tally.finished(limit=ch.problem.time_limit).items():
                     if cp_id not in sent:
                         sent.add(cp_id)
                         post({"type": "checkpoint", "id": cp.id, "status": cp.status,
-                              "seconds": cp.seconds, "reported_at": item.get("reported_at")})
+                              "seconds": cp.seconds, "reported_at": item.at})
         except UsageError as exc:
             post({"type": "error", "message": str(exc)})
         except Exception as exc:  # noqa: BLE001 - a harness failure must reach the page
@@ -179,16 +181,3 @@ class Runs:
         self._cancel.set()
         for t in self._threads:
             t.join(5)
-
-
-def _record(problem: manifest.Problem, result: Result) -> None:
-    """Exactly what ``./check.sh pNN`` records after a learner's check."""
-    from workbook import cli
-    record = getattr(cli, "_record", None)
-    if record is not None:
-        record(problem, result)
-        return
-    passed = sum(cp.status == "passed" for cp in result.checkpoints)  # pragma: no cover
-    progress.record_attempt(problem.id, passed, len(result.checkpoints))
-    if result.passed:
-        progress.mark_done(problem.id, shown_path(result.file))

@@ -24,7 +24,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbook import ROOT, manifest, run
+from workbook import ROOT, manifest, run, variants
 
 # -- sources --------------------------------------------------------------------------------
 
@@ -226,10 +226,10 @@ for _h_fd in range(1024):
     "forge_via_harness": lambda p, ctx: with_prelude(f'''
 try:
     import workbook.plugin as _h_plugin
+    from workbook import records as _h_records
     for _h_i, _h_cp in enumerate({[cp.id for cp in p.checkpoints]!r}):
-        _h_plugin._emit({{"event": "test", "checkpoint": _h_cp, "nodeid": "t::" + str(_h_i),
-                         "outcome": "passed", "seconds": 0.0}})
-    _h_plugin._emit({{"event": "end"}})
+        _h_plugin._emit(_h_records.TestDone("t::" + str(_h_i), _h_cp, "passed"))
+    _h_plugin._emit(_h_records.End())
 except Exception:
     pass
 ''', skeleton(p)),
@@ -712,15 +712,15 @@ def build(root: Path, problems: list[manifest.Problem], *, count: int | None = N
         name = f"mixed-{k + 1:02d}"
         per = {}
         for j, p in enumerate(problems):
-            pool = [(w, p.pitfall_file) for w in p.pitfalls] + \
-                   [(w, p.wrong_file) for w in p.wrongs]
+            pool = [(w, "pitfall") for w in p.pitfalls] + [(w, "wrong") for w in p.wrongs]
             if not pool:
                 continue
-            pit, materialize = pool[(k + j) % len(pool)]
-            _write(subs / name, p, self_contained(materialize(pit.name)))
+            pit, sort = pool[(k + j) % len(pool)]
+            made = variants.materialize(variants.get(p, sort, pit.name))
+            _write(subs / name, p, self_contained(made))
             lost = sum(p.checkpoint(c).points for c in pit.fails)
             per[p.id] = {"status": "ok", "fails": list(pit.fails), "score_max": p.points - lost,
-                         "pitfall" if materialize == p.pitfall_file else "wrong": pit.name}
+                         sort: pit.name}
         add(name, per)
     battery.save()
     return battery

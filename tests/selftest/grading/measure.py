@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from tests.selftest.grading import battery
-from workbook import ROOT, manifest, run
+from workbook import ROOT, manifest, run, variants
 from workbook.grading.sandbox import runner as sandbox
 
 
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
                 if "pitfall" not in want:
                     continue
                 p = by_id[pid]
-                direct = run.run_check(p, p.pitfall_file(want["pitfall"]))
+                direct = run.run_check(p, variants.pitfall_file(p, want["pitfall"]))
                 graded = {c["id"]: c["status"] for c in
                           doc["rows"][name]["problems"][pid]["checkpoints"]}
                 plain = {cp.id: cp.status for cp in direct.checkpoints}

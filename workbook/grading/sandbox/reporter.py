@@ -34,7 +34,8 @@ GUARDED = (
     "json", "json.encoder", "dataclasses", "hmac", "asyncio.base_events", "selectors",
     "_pytest.runner", "_pytest.reports", "_pytest.python", "_pytest.main", "_pytest.outcomes",
     "pluggy._callers", "pluggy._hooks",
-    "workbook.plugin", "workbook.testkit", "workbook.grading.protocol", __name__,
+    "workbook.plugin", "workbook.testkit", "workbook.records", "workbook.grading.protocol",
+    __name__,
 )
 #: Names in them that pytest itself rebinds during a run (its thread-exception plugin).
 REBOUND = frozenset({"threading.excepthook"})
@@ -168,15 +169,12 @@ class Reporter:
 
         self.send = send
 
-    def emit(self, data: dict) -> None:
+    def emit(self, record: protocol.Record) -> None:
         """The harness plugin's record sink."""
-        if data.get("event") == "collected":  # the grader has its own list: send the count
-            record: protocol.Record = protocol.Collected(
-                sum(map(len, data.get("tests", {}).values())))
-        else:
-            record = protocol.from_dict(data)
         # Records are told apart by their event names, not by isinstance: a submission that
         # replaced builtins.isinstance must not be able to skip the comparison below.
+        if record.event == "collected":  # the grader has its own list: send the count
+            record = protocol.Collected(record.count)
         if record.event == "start":  # the last record before the learner import
             self.snapshot = Snapshot(self.guarded, self.plugins)
         if record.event == "test":
@@ -205,7 +203,8 @@ def pytest_configure(config) -> None:
     os.close(key_fd)
     os.set_inheritable(fd, False)
     import workbook.plugin
-    import workbook.testkit  # noqa: F401 - in the snapshot before learner code runs
+    import workbook.records  # noqa: F401 - in the snapshot before learner code runs
+    import workbook.testkit  # noqa: F401
     reporter = Reporter(fd, key, config.pluginmanager,
                         GUARDED + _kit_modules() + _harness_modules())
     del key

@@ -179,15 +179,30 @@ function setCheckpoint(id, status, seconds) {
   $(".secs", li).textContent = seconds != null && status !== "running" ? `${Number(seconds).toFixed(2)}s` : "";
 }
 
+function setNotes(id, notes) {
+  const li = $(`#checklist li[data-checkpoint="${CSS.escape(id)}"]`);
+  if (!li) return;
+  let box = $(".notes", li);
+  if (!box) { box = document.createElement("span"); box.className = "notes muted"; $(".title", li).after(box); }
+  box.innerHTML = (notes || []).map((n) => `<span class="note">${esc(n)}</span>`).join("");
+}
+
+// The result's view as the server built it (the terminal draws the same one): one panel per
+// root cause, drawn as it is.
 function renderDiagnoses(pid, doc) {
   const box = $("#diagnoses");
   box.innerHTML = doc.diagnoses.map((d) => {
-    const section = d.anchor ? `<a href="#${esc(d.anchor)}">book section “${esc(d.section)}”</a>` : `book section “${esc(d.section)}”`;
-    return `<section class="diagnosis" data-checkpoint="${esc(d.id)}" aria-label="Diagnosis: ${esc(d.title)}">
-      <h3>✗ ${esc(d.title)}</h3>
+    const ids = esc(d.checkpoints.join(" "));
+    if (d.kind === "missing") {
+      return `<section class="diagnosis missing" data-checkpoint="${esc(d.checkpoints[0])}" data-checkpoints="${ids}" aria-label="Diagnosis"><h3>${esc(d.title)}</h3></section>`;
+    }
+    const section = d.anchor ? `<a href="#${esc(d.anchor)}">book section “${esc(d.section_title)}”</a>` : `book section “${esc(d.section_title)}”`;
+    const same = d.same_cause.length ? `<p><strong>Same cause in ${d.same_cause.length} checkpoints:</strong></p><ul class="same-cause">${d.same_cause.map((t) => `<li>${esc(t)}</li>`).join("")}</ul>` : "";
+    return `<section class="diagnosis" data-checkpoint="${esc(d.checkpoints[0])}" data-checkpoints="${ids}" aria-label="Diagnosis: ${esc(d.title)}">
+      <h3>${esc(d.title)}</h3>
       <p class="message">${esc(d.message)}</p>
       ${d.looks_like ? `<p><strong>Looks like:</strong> ${esc(d.looks_like)}</p>` : ""}
-      ${(d.notes || []).map((n) => `<p class="muted">${esc(n)}</p>`).join("")}
+      ${same}
       <p><strong>Read:</strong> <a href="#hint-L${d.hint}" class="hint-link" data-level="${d.hint}">hint level ${d.hint}</a> · ${section}</p>
     </section>`;
   }).join("");
@@ -230,16 +245,16 @@ function initChecks(pid, data) {
       verdict.textContent = "";
       verdict.className = "";
       $("#diagnoses").innerHTML = "";
-      ev.checkpoints.forEach((id) => setCheckpoint(id, "running"));
+      ev.checkpoints.forEach((id) => { setCheckpoint(id, "running"); setNotes(id, []); });
     } else if (ev.type === "checkpoint") {
       setCheckpoint(ev.id, ev.status, ev.seconds);
       if (ev.reported_at) window.__wb.latencies.push({ id: ev.id, run: ev.run, seconds: got - ev.reported_at });
     } else if (ev.type === "import_error") {
       status.textContent = ev.message;
     } else if (ev.type === "result") {
-      ev.result.checkpoints.forEach((cp) => setCheckpoint(cp.id, cp.status, cp.seconds));
+      ev.rows.forEach((r) => { setCheckpoint(r.id, r.status, r.seconds); setNotes(r.id, r.notes); });
       verdict.textContent = ev.line;
-      verdict.className = ev.passed ? "verdict ok" : "verdict bad";
+      verdict.className = (ev.passed ? "verdict ok" : "verdict bad") + (ev.blocker ? ` ${ev.blocker}` : "");
       status.dataset.kind = "finished";
       status.textContent = ev.skeleton ? "Nothing implemented yet." : `Checked ${ev.result.file.split("/").slice(-2).join("/")}.`;
       renderDiagnoses(pid, ev);

@@ -1,0 +1,143 @@
+"""The report record: what a check's pytest process tells whoever started it.
+
+One definition for every reader.  The harness plugin (``workbook.plugin``) builds these
+records and writes one JSON line per record to the run's report file, or hands them to the
+grader's signed pipe (``workbook.grading.protocol``); the runner (``workbook.run``) reads
+them back for the terminal, the page and grading alike.  A record is a frozen dataclass
+named by its ``event``; ``Start`` carries the schema version, and a reader refuses a report
+of another version (``ReportError``) rather than guess at it.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import IO, Iterator, Union, get_args
+
+from workbook.errors import ReportError
+
+#: The version of the records below: raise it when a field changes meaning or goes away.
+SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class Start:
+    """The harness is configured; the learner file is about to be imported."""
+    problem: str = ""
+    file: str = ""
+    pid: int = 0
+    schema: int = SCHEMA
+    event: str = field(default="start", init=False)
+
+
+@dataclass(frozen=True)
+class ImportFailed:
+    """Importing the learner file failed; no test will run it."""
+    message: str = ""
+    event: str = field(default="import_error", init=False)
+
+
+@dataclass(frozen=True)
+class Collected:
+    """The collected tests: how many, and (except on the grader's pipe, where the grader
+    holds its own list) their node ids by checkpoint."""
+    count: int = 0
+    tests: dict[str, list[str]] = field(default_factory=dict)
+    event: str = field(default="collected", init=False)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One collected test, in run order (the grader's pipe only)."""
+    nodeid: str = ""
+    checkpoint: str | None = None
+    event: str = field(default="item", init=False)
+
+
+@dataclass(frozen=True)
+class TestDone:
+    """One finished test, as the harness classified it."""
+    nodeid: str = ""
+    checkpoint: str | None = None
+    outcome: str = "passed"          # "passed" | "failed" | "not_implemented"
+    seconds: float = 0.0
+    message: str | None = None
+    pitfall: str | None = None
+    cause: str | None = None         # failures with the same cause share one diagnosis
+    stuck: int = 0                   # the stuck detector's verdicts in this test
+    pytest_outcome: str | None = None  # "passed" | "failed": pytest's own, set by the grader
+    event: str = field(default="test", init=False)
+
+    __test__ = False  # not a pytest test class
+
+
+@dataclass(frozen=True)
+class Note:
+    """A figure a test wants shown under its checkpoint."""
+    checkpoint: str | None = None
+    text: str = ""
+    event: str = field(default="note", init=False)
+
+
+@dataclass(frozen=True)
+class Tampered:
+    """Something the verdict depends on was replaced since the learner file was imported
+    (the grader's pipe only)."""
+    changed: tuple[str, ...] = ()
+    event: str = field(default="integrity", init=False)
+
+
+@dataclass(frozen=True)
+class End:
+    """The session finished."""
+    event: str = field(default="end", init=False)
+
+
+Record = Union[Start, ImportFailed, Collected, Item, TestDone, Note, Tampered, End]
+BY_EVENT: dict[str, type] = {cls.event: cls  # type: ignore[attr-defined]
+                             for cls in get_args(Record)}
+
+
+def from_dict(data: dict) -> Record:
+    """The typed record for a decoded JSON object (unknown keys dropped, missing ones
+    defaulted); ``ReportError`` for an unknown event or another schema version."""
+    cls = BY_EVENT.get(data.get("event"))  # type: ignore[arg-type]
+    if cls is None:
+        raise ReportError(f"an unknown record {data.get('event')!r}")
+    values = {f.name: data[f.name] for f in fields(cls) if f.init and f.name in data}
+    if cls is Tampered:
+        values["changed"] = tuple(values.get("changed", ()))
+    record = cls(**values)  # every field has a default: no TypeError
+    if cls is Start and record.schema != SCHEMA:
+        raise ReportError(f"a report of schema {record.schema!r}; this harness reads {SCHEMA}")
+    return record
+
+
+def to_dict(record: Record) -> dict:
+    return asdict(record)
+
+
+def write(out: IO[str], record: Record) -> None:
+    """Append ``record`` to a report file as one JSON line, flushed at once (a run killed
+    later still reports everything written before)."""
+    out.write(json.dumps(to_dict(record)) + "\n")
+    out.flush()
+
+
+def parse_line(line: bytes | str) -> Record | None:
+    """The record on one report line; None for a line cut short by a kill (or blank)."""
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("event") not in BY_EVENT:
+        return None
+    return from_dict(data)
+
+
+def read(path: Path) -> Iterator[Record]:
+    """Every whole record of a report file, in order."""
+    for line in path.read_text("utf-8", "replace").splitlines():
+        record = parse_line(line)
+        if record is not None:
+            yield record
