@@ -54,11 +54,8 @@ def wall_clock_deadline(mod):
 
     time.time = stepped_back
     try:
-        try:
-            got, took = _run(go())
-        except asyncio.TimeoutError:
-            raise AssertionError from None
-    except (AssertionError, asyncio.TimeoutError):
+        got, took = _run(go())
+    except asyncio.TimeoutError:  # the 1.5 s bound of go() ran out
         got, took = None, None
     finally:
         time.time = real

@@ -237,6 +237,59 @@ def close_resets_current_unconditionally(mod):
     _fresh(go)
 
 
+class _PausingList(list):
+    """The loop's callback list; the first append by thread ``who`` waits (bounded) until
+    the loop has taken this list, as a preempted thread would."""
+
+    def __init__(self, loop):
+        super().__init__()
+        self.loop, self.who, self.paused = loop, None, threading.Event()
+
+    def append(self, item):
+        if threading.current_thread() is self.who and not self.paused.is_set():
+            self.paused.set()
+            self.loop._waker_w.send(b"x")  # the loop wakes while this append is held
+            deadline = time.monotonic() + 0.5
+            while self.loop._callbacks is self and time.monotonic() < deadline:
+                time.sleep(0.001)  # placement: until the loop has swapped the list out
+        super().append(item)
+
+
+def take_without_lock(mod):
+    loop = mod.IOLoop()
+    started, ran = threading.Event(), threading.Event()
+    loop.add_callback(started.set)
+    runner = in_thread(loop.start, name="loop-thread")
+    expect(started.wait(BOUND), "the loop never ran its first callback")
+    expect(parked_in(runner.thread, ("select", "poll")), "the loop did not go to sleep")
+    pausing = _PausingList(loop)
+    loop._callbacks = pausing  # the (empty) list the next add_callback appends to
+    pausing.who = threading.current_thread()
+    loop.add_callback(ran.set)  # from a thread that is not the loop thread
+    woke = ran.wait(1.0)
+    loop.add_callback(loop.stop)
+    loop._waker_w.send(b"x")
+    runner.wait(BOUND)
+    loop.close()
+    expect(woke, "a callback added from another thread while the loop took its list never "
+                 "ran: it went into the list the loop had already taken")
+
+
+def second_remove_raises(mod):
+    def go():
+        loop = mod.IOLoop()
+        handle = loop.call_later(1.0, lambda: None)
+        loop.remove_timeout(handle)
+        try:
+            loop.remove_timeout(handle)
+        except Exception as exc:  # noqa: BLE001
+            raise AssertionError(f"a second remove_timeout of one handle raised {exc!r}; "
+                                 "tornado ignores it") from None
+        finally:
+            loop.close()
+    _fresh(go)
+
+
 SCENARIOS = {name: fn for name, fn in list(globals().items())
              if callable(fn) and not name.startswith("_") and fn.__module__ == __name__
              and name not in ("main", "expect", "in_thread", "parked_in")}
