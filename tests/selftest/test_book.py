@@ -145,3 +145,14 @@ def test_the_race_demos_correct_variants_never_bite():
     assert p02.lost_cancels(True, 20) == 0
     assert p03.stolen(True, 3, 20) == 0
     assert p04.lost_bursts(True, 5, 100) == 0
+
+
+@pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.id)
+def test_sources_link_to_the_python_docs_and_the_upstream_files(problem):
+    text = problem.chapter_file.read_text("utf-8")
+    sources = text[text.index("\n## Sources\n"):]
+    assert "](https://docs.python.org/3/" in sources, "no link to docs.python.org"
+    assert "](https://github.com/python/cpython/blob/v3." in text, "no link to a CPython file"
+    # a file named as `Lib/...` in the sources is a link, not bare text
+    bare = re.findall(r"(?<!\[)`(Lib/[\w/.]+\.py)`(?!\])", sources)
+    assert not bare, f"CPython files named but not linked: {bare}"

@@ -368,11 +368,15 @@ def test_the_static_export_pages(browser, tmp_path):
         assert pg.locator("#run").count() == 0
         assert f"./check.sh {p.id}" in pg.locator("#checks pre.command").inner_text()
         assert pg.locator("#hint-L1-body").is_hidden()
-        assert pg.locator("#hint-L2 button.reveal").is_disabled()
+        assert pg.locator("#hint-L2-fold").get_attribute("class").split().count("locked") == 1
     pg.goto((out / "p01.html").as_uri())
-    pg.click("#hint-L1 button.reveal")
+    pg.click("#hint-L2 summary")  # locked: the light spoiler comes first
+    assert pg.locator("#hint-L2-body").is_hidden()
+    pg.click("#hint-L1 summary")
     assert pg.locator("#hint-L1-body").is_visible()
-    assert pg.locator("#hint-L2 button.reveal").is_enabled()
+    assert "locked" not in pg.locator("#hint-L2-fold").get_attribute("class").split()
+    pg.click("#hint-L2 summary")
+    assert pg.locator("#hint-L2-body").is_visible()
     fig = pg.locator("figure.timeline").first
     fig.locator(".tl-next").click()
     assert fig.get_attribute("data-step") == "1"
