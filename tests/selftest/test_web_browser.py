@@ -264,6 +264,24 @@ def test_a_pitfall_file_gets_the_same_diagnosis_as_the_cli_with_links(page, serv
     assert first.locator(f'a[href="#hint-L{level}"]').count() == 1
     href = first.locator('a[href^="#"]').nth(1).get_attribute("href")
     assert page.locator(f"[id='{href[1:]}']").count() == 1  # the exact chapter section
+    # the page draws the view it was sent, panel for panel (the terminal draws the same one)
+    assert [diag.nth(i).locator("h3").inner_text() for i in range(diag.count())] \
+        == [d["title"] for d in result["diagnoses"]]
+
+
+def test_a_syntax_error_is_one_block_with_its_caret_under_the_column(page, server):
+    server.learner("p01").write_text("class OutputSink:\n    def put(self, item)\n"
+                                     "        pass\n", "utf-8")
+    page.goto(server.base + "/p01")
+    page.wait_for_function("document.body.dataset.stream === 'open'")
+    result = _run_from_page(page)["result"]
+    assert result["blocker"] == "import_error" and not result["diagnoses"]
+    cli_out = cli("p01", "--file", str(server.learner("p01")), env=server.env()).stdout
+    assert result["line"].splitlines()[1:] == [ln.rstrip() for ln in cli_out.splitlines()[2:4]]
+    verdict = page.locator("#verdict")
+    assert verdict.inner_text() == result["line"] and page.locator(".diagnosis").count() == 0
+    style = verdict.evaluate("e => [getComputedStyle(e).whiteSpace, getComputedStyle(e).fontFamily]")
+    assert style[0] == "pre-wrap" and "mono" in style[1].lower(), style  # the caret lines up
 
 
 def test_a_check_that_kills_its_own_process_loses_neither_file_nor_progress(page, server):
