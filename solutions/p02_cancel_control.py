@@ -2,7 +2,7 @@
 
 Two separate facts make a cancel work:
 
-* state        -- a ``threading.Event`` that remembers "cancel was requested";
+* state        -- a flag, set in one atomic store, that remembers "cancel was requested";
 * notification -- one byte on a socket pair whose read end sits in the loop's selector,
                   so the same ``select()`` that waits for the dials also wakes for it.
 
@@ -33,6 +33,9 @@ MAX_WAIT = 86400.0
 #: about 3e10 years, and still a float that every clock arithmetic accepts.
 FOREVER = 1e18
 
+#: What ``request_stop()`` says once ``run()`` has finished with (closed) the control.
+FINISHED = "request_stop() after run() has finished with this Control"
+
 
 class Control:
     """The control channel: stop state plus a wakeup socket pair.
@@ -49,37 +52,50 @@ class Control:
         self.reader.setblocking(False)
         self.writer.setblocking(False)
         # State "cancel requested": set by requesters, read by the loop after every wakeup.
-        # Nobody waits on it -- the byte on the socket pair is the wakeup.
-        self._stop = threading.Event()
-        # Guards _claimed and _closed, and every use of the sockets by request_stop() and
-        # close(): a requester must never send on a socket that close() is tearing down
-        # (its descriptor number could already belong to a new socket).  Held only around
-        # non-blocking calls, so request_stop() still never waits for the loop.
+        # Nobody waits on it -- the byte on the socket pair is the wakeup.  A plain bool, not
+        # a threading.Event: Event.set() takes a lock, and request_stop() may run in a signal
+        # handler that interrupted this very thread while it held that lock.  One store of
+        # True is atomic, and a signal cannot land inside it.
+        self._stop = False
+        # Set first thing by close(): from then on request_stop() raises, without the lock.
+        self._closed = False
+        # Guards the sockets while request_stop() sends on them, against close() tearing them
+        # down (a closed descriptor number could already belong to a new socket); also
+        # _claimed.  Requesters only *try* it, never wait for it (see request_stop).
         self._lock = threading.Lock()
         self._claimed = False  # run() has taken ownership
-        self._closed = False   # close() has run; request_stop() is now an error
 
     @property
     def stop_requested(self) -> bool:
         """True once any thread has called ``request_stop()``."""
-        return self._stop.is_set()
+        return self._stop
 
     def request_stop(self) -> None:
-        """Ask the loop to stop. Any thread, any number of times; never blocks."""
-        with self._lock:
+        """Ask the loop to stop. Any thread, any number of times, a signal handler too;
+        never blocks."""
+        if self._closed:
+            raise RuntimeError(FINISHED)
+        # Invariant: while run() is live and a stop is requested, either the loop is awake
+        # (it reads the flag before it sleeps again) or an unread byte sits in the reader.
+        # State first keeps it true: the loop may wake the instant the byte arrives, and
+        # it must then find the flag already set -- otherwise it goes back to sleep for good.
+        self._stop = True
+        if not self._lock.acquire(blocking=False):
+            # Held by another press (it set the same flag before it took the lock, and it
+            # sends), by _claim() (the loop reads the flag before it first waits), by close(),
+            # or by this very thread, which a signal interrupted inside request_stop() or
+            # close(): waiting could then never end.  No byte of ours is needed in any case.
             if self._closed:
-                raise RuntimeError("request_stop() after run() has finished with this Control")
-            # Invariant: while run() is live and a stop is requested, either the loop is awake
-            # (it reads the flag before it sleeps again) or an unread byte sits in the reader.
-            # State first keeps it true: the loop may wake the instant the byte arrives, and
-            # it must then find the flag already set -- otherwise it goes back to sleep for good.
-            self._stop.set()
-            try:
-                self.writer.send(b"Q")
-            except BlockingIOError:
-                # Buffer full: unread bytes are already there, so the loop will wake anyway
-                # and find the flag.  Many presses coalesce into one wakeup.
-                pass
+                raise RuntimeError(FINISHED)
+            return
+        try:
+            self.writer.send(b"Q")
+        except BlockingIOError:
+            # Buffer full: unread bytes are already there, so the loop will wake anyway
+            # and find the flag.  Many presses coalesce into one wakeup.
+            pass
+        finally:
+            self._lock.release()
 
     def drain(self) -> int:
         """Loop side: read pending notification bytes once (at most ``DRAIN_CHUNK``).
@@ -96,8 +112,8 @@ class Control:
 
     def close(self) -> None:
         """Close both ends (idempotent). Later ``request_stop()`` calls raise."""
-        with self._lock:
-            self._closed = True
+        self._closed = True  # first: a press from now on raises instead of trying the lock
+        with self._lock:  # a press already past its check finishes its (non-blocking) send
             self.reader.close()
             self.writer.close()
 

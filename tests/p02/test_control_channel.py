@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import threading
+import time
 
 import pytest
 
-from workbook.testkit import BOUND, check, fail, finished, start_daemon
+from workbook.testkit import (BOUND, check, fail, finished, is_submission_code, kernel_state,
+                              parked, run_hooked, start_daemon)
 
 from tests.p02.support import CANCEL_BOUND, GLANCE, PressWatch, pending_bytes
 
@@ -144,6 +148,101 @@ def test_five_thousand_presses_with_nobody_reading_never_block_and_never_raise(h
     check(control.drain() > 0, "5000 presses left no byte to read: nothing was sent",
           pitfall="flag_only")
     control.close()
+
+
+class _GiveUp(BaseException):
+    """Raised by the test's signal handler to unwind a main thread that is stuck in it."""
+
+
+@pytest.mark.checkpoint("p02.nonblocking")
+def test_request_stop_from_a_signal_handler_never_waits_for_its_own_thread(h):
+    """A signal handler may press Cancel (a Ctrl-C handler, say).  It runs in the main
+    thread between two of its lines, perhaps inside that thread's own request_stop() or
+    close(); a press that waits there for something its thread holds waits forever.  The
+    main thread presses 50 times and closes the control, and a signal is raised before
+    every line of the submission's code that those calls run; the handler presses each
+    time.  Deterministic: every line is tried, none by luck of timing."""
+    main = threading.current_thread()
+    if main is not threading.main_thread():
+        pytest.skip("signal handlers run in the main thread only")
+    control = h.control()
+    state = {"depth": 0, "entered": 0, "errors": [], "where": None, "give_up": False,
+             "over": False}
+
+    def handler(signum, frame):
+        if state["give_up"] and not state["over"]:
+            raise _GiveUp
+        state["depth"] += 1
+        state["entered"] += 1
+        try:
+            control.request_stop()
+        except RuntimeError as exc:  # closed: allowed once close() has begun
+            if isinstance(exc, RecursionError):
+                raise
+        except Exception as exc:  # noqa: BLE001 - reported below
+            state["errors"].append((exc, state["where"]))
+        finally:
+            state["depth"] -= 1
+
+    def local(frame, event, arg):
+        if event == "line" and state["depth"] == 0 and not state["over"]:
+            state["where"] = f"{frame.f_code.co_name}() at line {frame.f_lineno}"
+            signal.raise_signal(signal.SIGUSR1)  # the handler runs here, inside the call
+        return local
+
+    def trace(frame, event, arg):
+        return local if is_submission_code(frame.f_code.co_filename) else None
+
+    def press_and_close() -> None:
+        for _ in range(50):
+            control.request_stop()
+        control.close()
+
+    done = threading.Event()
+
+    def watchdog() -> None:
+        """Unwind the main thread if it is stuck in the handler: a press in progress, the
+        thread asleep in the kernel (not preempted), no CPU used, no handler entered, over
+        three looks in a row; or after BOUND seconds whatever it does."""
+        end, still, seen = time.monotonic() + BOUND, 0, None
+        while not done.is_set():
+            now = (state["entered"], state["depth"])
+            blocked = (now[1] > 0 and now == seen and parked(main, 0.02)
+                       and kernel_state(main) == "S")
+            still, seen = (still + 1 if blocked else 0), now
+            if still >= 3 or time.monotonic() > end:
+                state["give_up"] = True
+                while not done.wait(0.02):  # until the handler has raised in the main thread
+                    signal.pthread_kill(main.ident, signal.SIGUSR1)
+                return
+            done.wait(0.01)
+
+    previous = signal.signal(signal.SIGUSR1, handler)
+    guard = start_daemon(watchdog, name="signal-watchdog")
+    stuck = None
+    try:
+        run_hooked(press_and_close, trace=trace)
+    except _GiveUp:
+        stuck = state["where"]
+    finally:
+        state["over"] = True
+        done.set()
+        finished(guard, BOUND, what="the signal watchdog", record=False)
+        signal.signal(signal.SIGUSR1, previous)
+    if stuck is not None:
+        fail(f"request_stop() called from a signal handler never returned: the signal landed "
+             f"while the same thread was inside {stuck}, and the handler's press waited for "
+             "something that thread holds (a non-reentrant lock?) -- it never can go on.  "
+             "request_stop() must never block, from a signal handler too: record the request "
+             "with one atomic store, and only try a lock (acquire(blocking=False)), never "
+             "wait for one")
+    check(state["entered"] > 0, "the signal handler never ran (no line of request_stop() or "
+          "close() was seen)")
+    if state["errors"]:
+        exc, where = state["errors"][0]
+        fail(f"request_stop() called from a signal handler, while the same thread was inside "
+             f"{where}, raised {exc!r}: while the control is in use a press never raises")
+    check(control.stop_requested, "stop_requested is False after presses from a signal handler")
 
 
 # -- p02.notify_only -------------------------------------------------------------------------

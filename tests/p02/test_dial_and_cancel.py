@@ -104,6 +104,46 @@ def test_the_deadline_counts_from_the_start_of_run_not_from_the_latest_wakeup(h,
 
 
 @pytest.mark.checkpoint("p02.outcomes")
+def test_a_flood_of_notification_bytes_does_not_keep_run_past_its_deadline(h, net, spy):
+    """Stray bytes (no stop state) keep arriving: before every select() the control is
+    topped up, so it is readable at every look, as under a flood from another thread.  The
+    deadline must still end the run: counted in select() calls, not seconds, a loop that
+    begins 50 of them after its deadline without returning spins past it."""
+    control = h.control()
+    starts: list[float] = []  # when each select() began (the loop's own thread)
+
+    def top_up() -> None:
+        starts.append(time.monotonic())
+        try:
+            control.writer.send(b"f" * 4096, socket.MSG_DONTWAIT)
+        except OSError:  # full (or closed at the end): bytes are pending anyway
+            pass
+
+    spy.on_select = top_up
+    r = h.start([h.dial("stuck", net.pending)], control, timeout=0.3)
+
+    def past_deadline() -> int:
+        # run()'s deadline is no later than 0.3 s after its first select() began
+        return sum(t > starts[0] + 0.3 for t in starts) if starts else 0
+
+    spy.settle(lambda: not r.alive or past_deadline() >= 50, BOUND,
+               what="run(timeout=0.3) under a flood of stray bytes")
+    late = past_deadline()
+    spy.on_select = None
+    if r.alive:
+        h.end(r, control, what="run() spinning past its deadline, after request_stop()")
+        fail(f"run(timeout=0.3) was still going after {late} select() calls that began past "
+             "its deadline, with stray bytes always pending: a loop that handles whatever is "
+             "ready and looks at the deadline only when nothing is, never times out while a "
+             "flood lasts -- look at the deadline after every round")
+    results = r.result(what="run(timeout=0.3) under a flood of stray bytes")
+    check(_statuses(results) == [("stuck", "timeout")],
+          f"run(timeout=0.3) under a flood of stray bytes (no stop requested): expected the "
+          f"pending dial 'timeout', got {_statuses(results)}")
+    h.check_no_leak("run(timeout=0.3) returned under a flood")
+
+
+@pytest.mark.checkpoint("p02.outcomes")
 @pytest.mark.parametrize("kind", ["tuple", "UserList"])
 def test_dials_may_be_any_sequence(h, net, kind):
     make = tuple if kind == "tuple" else collections.UserList

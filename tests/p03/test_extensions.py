@@ -6,13 +6,15 @@ used where they are implemented.
 """
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 
 from tests.p03.support import (abandon, call, conditions, finish, notify_all, quiet,
                                settle, wait_parked)
-from workbook.testkit import BOUND, check, fail, note, start_daemon
+from workbook.testkit import (BOUND, check, fail, is_submission_code, kernel_state, note,
+                              parked, run_hooked, start_daemon, wait_until)
 
 
 def _optional(fn, *args, **kwargs):
@@ -355,3 +357,94 @@ def test_an_immediate_shutdown_wakes_a_blocked_put_and_empties_the_queue(impl):
     after = call(lambda: (len(q), _raises(impl.ShutDown, q.take)), what="len(), take()")
     check(after == (0, True), f"after shutdown(immediate=True), len() and take() gave "
                               f"{after!r}; expected 0 and ShutDown")
+
+
+class _HeldBeforeLine:
+    """``fn()`` in a daemon thread that stops before the ``n``-th line of the submission's
+    code it runs (its own lines and those of any helper it calls), until ``go`` is set."""
+
+    def __init__(self, fn, n: int) -> None:
+        self.at = threading.Event()
+        self.go = threading.Event()
+        self.line: int | None = None
+        count = [0]
+
+        def local(frame, event, arg):
+            if event == "line" and not self.go.is_set():
+                count[0] += 1
+                if count[0] == n:
+                    self.line = frame.f_lineno
+                    self.at.set()
+                    self.go.wait(BOUND)
+            return local
+
+        def trace(frame, event, arg):
+            return local if is_submission_code(frame.f_code.co_filename) else None
+
+        self.thread = start_daemon(run_hooked, fn, trace=trace, name="held-put")
+
+
+def _done_or_blocked(thread) -> bool:
+    """The thread has finished, or is asleep in the kernel using no CPU (waiting for
+    something the held thread has): either way the held one may go on."""
+    return not thread.is_alive() or (parked(thread, 0.02) and kernel_state(thread) == "S")
+
+
+@pytest.mark.checkpoint("p03.shutdown")
+def test_an_offer_beside_a_put_that_shutdown_ends_is_explained_by_some_order(impl):
+    """Capacity 1, empty.  A put('a') is held before each line of the submission's code in
+    turn; meanwhile offer('b', 0) runs, then shutdown().  Operations are linearizable, so
+    there are two honest outcomes: the put came first (offer False, the put returns, 'a'
+    is left) or the offer did (offer True, the put raises ShutDown, 'b' is left).  An offer
+    that finds "full" on a queue that never held an item is neither."""
+    ShutDown = impl.ShutDown
+    n = 1
+    while True:
+        q = impl.BoundedBlockingQueue(1)
+        held = _HeldBeforeLine(lambda: q.put("a"), n)
+        wait_until(lambda: held.at.is_set() or not held.thread.is_alive(),
+                   what="put('a') reached its next line or returned")
+        if not held.at.is_set():  # no n-th line: every line has been tried
+            finish(held.thread, "put('a') on an empty queue")
+            break
+        results = []
+        for name, fn, args in (("offer('b', 0)", _optional, (q.offer, "b", 0)),
+                               ("shutdown()", q.shutdown, ())):
+            helper = start_daemon(fn, *args, name=name)
+            wait_until(lambda: _done_or_blocked(helper), what=f"{name} returned or blocked")
+            if helper.is_alive():
+                held.go.set()  # it waits for the held put: let that go on
+            results.append(finish(helper, f"{name} beside a put('a')"))
+        held.go.set()
+        finish(held.thread, "put('a') after shutdown()", reraise=False)
+        offered = results[0]
+        if offered is NotImplemented:
+            note("offer() is not implemented: the put/offer/shutdown interleavings were not tried")
+            return
+        put_failed = isinstance(held.thread.error, ShutDown)
+        if held.thread.error is not None and not put_failed:
+            raise held.thread.error
+
+        def drain():
+            left = []
+            while len(left) < 3:
+                try:
+                    left.append(q.take())
+                except ShutDown:
+                    return left
+            return left
+
+        left = call(drain, what="take() until ShutDown, after shutdown()")
+        outcome = (offered, "ShutDown" if put_failed else "returned", left)
+        where = f"put('a') held before line {held.line} (the {n}th line it ran)"
+        if offered is False and put_failed:
+            fail(f"{where}: offer('b', 0) returned False on a queue that never held an item "
+                 "(the put then raised ShutDown, so it never added one): no order of these "
+                 "calls explains it.  A put that has not taken effect must not make the queue "
+                 "look full -- e.g. a permit it holds, then gives back when it fails")
+        check(outcome in ((False, "returned", ["a"]), (True, "ShutDown", ["b"])),
+              f"{where}: offer('b', 0) gave {offered!r}, the put {outcome[1]}, and "
+              f"{left!r} was left; the only orders are put-then-offer (False, returned, "
+              "['a']) and offer-then-put (True, ShutDown, ['b'])")
+        n += 1
+        check(n < 500, "put('a') ran more than 500 lines")

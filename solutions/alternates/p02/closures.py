@@ -1,7 +1,7 @@
 """P02 alternate: closures instead of methods and state fields.
 
 Differences from the reference: ``Control`` builds its operations in ``__init__`` as
-closures over local variables (the socket ends, the Event, a one-element lifecycle cell),
+closures over local variables (the socket ends, one-element cells for the request and the lifecycle),
 so they never look anything up on ``self``; ``run`` registers small watch objects that only
 have ``fileno()`` plus a callback, and dispatches every readiness event to that callback; the
 results are a dict filled by the callbacks; the loop stops through a ``nonlocal`` flag.
@@ -37,19 +37,28 @@ class Control:
         reader.setblocking(False)
         writer.setblocking(False)
         self.reader, self.writer = reader, writer
-        requested = threading.Event()
+        # The request is one store into a cell (a signal handler may press: an Event's set()
+        # takes a lock this very thread may hold).  The lock keeps close() from closing the
+        # sockets under a send; presses only try it: whoever holds it already pressed, or
+        # is close().
+        requested = [False]
         lock = threading.Lock()
         phase = ["fresh"]  # fresh -> taken -> over
 
         def request_stop() -> None:
-            with lock:
+            if phase[0] == "over":
+                raise RuntimeError("request_stop(): the run of this control is over")
+            requested[0] = True
+            if not lock.acquire(blocking=False):
                 if phase[0] == "over":
                     raise RuntimeError("request_stop(): the run of this control is over")
-                requested.set()
-                try:
-                    writer.send(b"Q")
-                except BlockingIOError:
-                    pass
+                return
+            try:
+                writer.send(b"Q")
+            except BlockingIOError:
+                pass
+            finally:
+                lock.release()
 
         def drain() -> int:
             try:
@@ -61,8 +70,8 @@ class Control:
             return len(data)
 
         def close() -> None:
+            phase[0] = "over"
             with lock:
-                phase[0] = "over"
                 reader.close()
                 writer.close()
 
@@ -76,7 +85,7 @@ class Control:
         self.drain = drain
         self.close = close
         self._take = take
-        self._requested = requested.is_set
+        self._requested = lambda: requested[0]
 
     @property
     def stop_requested(self) -> bool:

@@ -87,7 +87,9 @@ class DialResult:
 
 
 def _events(sel: selectors.BaseSelector, deadline: float | None) -> Iterator[tuple[str, int]]:
-    """Readiness events, forever: look first; wait (until the deadline) only if none."""
+    """Readiness events, forever: look first; wait (until the deadline) only if none.  The
+    deadline is looked at after every round too: under a flood of control bytes something
+    is ready at every look, and the run must still time out."""
     while True:
         ready = sel.select(0)
         if not ready:
@@ -101,6 +103,8 @@ def _events(sel: selectors.BaseSelector, deadline: float | None) -> Iterator[tup
             ready = sel.select(min(wait, 604800.0) if wait is not None else None)
         for key, _ in ready:
             yield key.data
+        if deadline is not None and time.monotonic() >= deadline:
+            yield ("deadline", 0)
 
 
 def run(dials: Sequence[Dial], control: Control,

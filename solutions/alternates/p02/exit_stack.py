@@ -24,22 +24,32 @@ class Control:
         self.reader, self.writer = socket.socketpair()
         for end in (self.reader, self.writer):
             end.setblocking(False)
-        self._requested = threading.Event()  # the state; read by the loop after each wakeup
-        self._mutex = threading.Lock()       # guards _phase and the sockets' close vs send
+        # The state: one store, so a signal handler may press (an Event's set() takes a lock).
+        self._requested = False
+        # Guards the sockets' close vs send, and _phase's "new" -> "running"; presses only try
+        # it: whoever holds it has pressed already, or is closing (perhaps this very thread,
+        # interrupted by a signal).
+        self._mutex = threading.Lock()
         self._phase = "new"                  # "new" -> "running" -> "closed"
         self._buf = bytearray(4096)          # only the loop thread drains
 
     @property
     def stop_requested(self) -> bool:
-        return self._requested.is_set()
+        return self._requested
 
     def request_stop(self) -> None:
-        with self._mutex:
+        if self._phase == "closed":
+            raise RuntimeError("this control channel is finished")
+        self._requested = True  # state before notification
+        if not self._mutex.acquire(blocking=False):
             if self._phase == "closed":
                 raise RuntimeError("this control channel is finished")
-            self._requested.set()  # state before notification
+            return
+        try:
             with contextlib.suppress(BlockingIOError):  # full: a wakeup is pending already
                 self.writer.send(b"Q")
+        finally:
+            self._mutex.release()
 
     def drain(self) -> int:
         try:
@@ -51,8 +61,8 @@ class Control:
         return n
 
     def close(self) -> None:
+        self._phase = "closed"
         with self._mutex:
-            self._phase = "closed"
             self.reader.close()
             self.writer.close()
 

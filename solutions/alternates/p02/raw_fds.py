@@ -4,7 +4,7 @@ Differences from the reference: the selector is given plain integer descriptors,
 socket objects; the control is read and written with ``os.read``/``os.write`` on its
 descriptors, made non-blocking with ``os.set_blocking`` (the socket objects keep their
 default mode: the descriptor flag is what makes a call wait or not); the state is a plain
-boolean under a lock, not a ``threading.Event``; sockets are closed by detaching their
+boolean (one store; presses only try the lock), not a ``threading.Event``; sockets are closed by detaching their
 descriptor and closing the number; a deadline beyond ~31 years counts as none.
 """
 from __future__ import annotations
@@ -37,25 +37,31 @@ class Control:
         self._rfd, self._wfd = self.reader.fileno(), self.writer.fileno()
         os.set_blocking(self._rfd, False)
         os.set_blocking(self._wfd, False)
-        self._lock = threading.Lock()  # guards the three flags and the descriptors' lives
-        self._stopping = False
+        # Guards _used and the descriptors' lives (no write while close() runs).  A press only
+        # tries it: a signal handler may press while this very thread holds it.
+        self._lock = threading.Lock()
+        self._stopping = False  # the state: one store, read without the lock
         self._used = False
-        self._gone = False
+        self._gone = False  # set by close() before it takes the lock
 
     @property
     def stop_requested(self) -> bool:
-        with self._lock:
-            return self._stopping
+        return self._stopping
 
     def request_stop(self) -> None:
-        with self._lock:
+        if self._gone:
+            raise RuntimeError("this control's run() is over")
+        self._stopping = True  # the state, then the byte
+        if not self._lock.acquire(blocking=False):  # a press, close() or _take() has it
             if self._gone:
                 raise RuntimeError("this control's run() is over")
-            self._stopping = True  # the state, then the byte
-            try:
-                os.write(self._wfd, b"Q")
-            except BlockingIOError:
-                pass  # a byte is already waiting: this press rides on its wakeup
+            return
+        try:
+            os.write(self._wfd, b"Q")
+        except BlockingIOError:
+            pass  # a byte is already waiting: this press rides on its wakeup
+        finally:
+            self._lock.release()
 
     def drain(self) -> int:
         try:
@@ -67,8 +73,8 @@ class Control:
         return len(got)
 
     def close(self) -> None:
+        self._gone = True
         with self._lock:
-            self._gone = True
             _close(self.reader)
             _close(self.writer)
 

@@ -1,10 +1,17 @@
 """Alternate correct solution: two counting semaphores and a mutex.
 
-`_free` counts empty slots, `_ready` counts queued items; the mutex only protects the
-deque itself. A putter first claims a slot (may block), then appends under the mutex,
-then publishes one item; a taker mirrors it. Shutdown adds one extra permit to each
-semaphore, a baton: whoever acquires it and finds the queue shut down gives it back
-before raising ShutDown, which wakes the next blocked thread, and so on.
+`_free` counts empty slots, `_ready` counts queued items; the mutex protects the deque,
+the flags and every release of a permit that goes with a change of the deque. A putter
+first claims a slot (may block), then appends under the mutex, then publishes one item; a
+taker mirrors it. Shutdown adds one extra permit to each semaphore, a baton: whoever
+acquires it and finds the queue shut down gives it back before raising ShutDown, which
+wakes the next blocked thread, and so on.
+
+A permit is a promise: a call that holds one has taken effect (the slot or the item is
+its). So shutdown withdraws only the permits nobody holds; a putter that holds a slot's
+permit still succeeds (an immediate shutdown then discards its item), and an immediate
+shutdown keeps the items whose permits takers hold. Otherwise a put that was about to fail
+could make an ``offer(x, 0)`` see a full queue that never held an item.
 """
 
 from __future__ import annotations
@@ -21,6 +28,14 @@ class ShutDown(Exception):
     pass
 
 
+def _withdraw(sem: threading.Semaphore) -> int:
+    """Take every permit of ``sem`` that nobody holds; how many there were."""
+    n = 0
+    while sem.acquire(blocking=False):
+        n += 1
+    return n
+
+
 class BoundedBlockingQueue(Generic[T]):
     def __init__(self, capacity: int) -> None:
         if isinstance(capacity, bool) or not isinstance(capacity, int):
@@ -28,12 +43,16 @@ class BoundedBlockingQueue(Generic[T]):
         if capacity <= 0:
             raise ValueError("capacity must be positive")
         self._capacity = capacity
-        # Invariant (before shutdown): _free + _ready + operations in flight == capacity.
+        # Invariant (before shutdown, whenever the mutex is free):
+        # _free + puts holding a permit == capacity - len(_items), _ready + takes holding
+        # a permit == len(_items).
         self._free = threading.Semaphore(capacity)  # permits = empty slots
         self._ready = threading.Semaphore(0)  # permits = queued items
-        self._mutex = threading.Lock()  # guards _items and _shut
+        self._mutex = threading.Lock()  # guards _items, _shut, _discard and _room
         self._items: deque[T] = deque()
         self._shut = False
+        self._discard = False  # an immediate shutdown has happened
+        self._room = 0  # after shutdown: slot permits still held by putters
 
     @property
     def capacity(self) -> int:
@@ -58,13 +77,23 @@ class BoundedBlockingQueue(Generic[T]):
                 sem.release()
             raise
 
+    def _refuse_if_shut(self, *, takes: bool = False) -> None:
+        """A call made after shutdown fails (a take only after an immediate one)."""
+        with self._mutex:
+            if self._discard if takes else self._shut:
+                raise ShutDown
+
     def _push(self, item: T) -> None:
         with self._mutex:
             if self._shut:
-                self._free.release()  # pass the baton on to the next blocked putter
-                raise ShutDown
+                if not self._room:  # the baton: every slot of before shutdown is spoken for
+                    self._free.release()  # pass it on to the next blocked putter
+                    raise ShutDown
+                self._room -= 1  # a slot claimed before shutdown: this put came first
+                if self._discard:
+                    return  # ... and an immediate shutdown discarded its item
             self._items.append(item)
-        self._ready.release()
+            self._ready.release()
 
     def _pop(self) -> T:
         with self._mutex:
@@ -72,44 +101,56 @@ class BoundedBlockingQueue(Generic[T]):
                 self._ready.release()  # pass it on to the next blocked taker
                 raise ShutDown
             item = self._items.popleft()
-        self._free.release()
+            if not self._shut:  # after shutdown a slot is never offered again
+                self._free.release()
         return item
 
     def put(self, item: T) -> None:
         if item is None:
             raise TypeError("None is not a valid item")
+        self._refuse_if_shut()
         self._acquire(self._free, None)
         self._push(item)
 
     def take(self) -> T:
+        self._refuse_if_shut(takes=True)
         self._acquire(self._ready, None)
         return self._pop()
 
     def offer(self, item: T, timeout: float | None = 0.0) -> bool:
         if item is None:
             raise TypeError("None is not a valid item")
+        self._refuse_if_shut()
         if not self._acquire(self._free, timeout):
-            with self._mutex:
+            with self._mutex:  # decide with the deque in view: is a slot free after all?
                 if self._shut:
                     raise ShutDown
-            return False
+                if not self._free.acquire(blocking=False):
+                    return False  # every slot is queued or held by a put that will succeed
         self._push(item)
         return True
 
     def poll(self, timeout: float | None = 0.0) -> T | None:
+        self._refuse_if_shut(takes=True)
         if not self._acquire(self._ready, timeout):
             with self._mutex:
-                if self._shut and not self._items:
-                    raise ShutDown
-            return None
+                if not self._ready.acquire(blocking=False):
+                    if self._shut:
+                        raise ShutDown  # what is left is held by takes that will succeed
+                    return None
         return self._pop()
 
     def shutdown(self, immediate: bool = False) -> None:
         with self._mutex:
             first = not self._shut
-            self._shut = True
-            if immediate:
-                self._items.clear()
+            if first:
+                self._shut = True
+                self._room = self._capacity - len(self._items) - _withdraw(self._free)
+            if immediate and not self._discard:
+                self._discard = True
+                owed = len(self._items) - _withdraw(self._ready)  # items takers hold
+                while len(self._items) > owed:
+                    self._items.pop()
         if first:
             self._free.release()  # the batons
             self._ready.release()
