@@ -22,7 +22,6 @@ from workbook import ROOT, manifest
 from workbook.tuning import TEST_TIMEOUT
 
 
-
 @dataclass
 class CheckpointResult:
     id: str
