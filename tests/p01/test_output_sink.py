@@ -734,12 +734,16 @@ def test_a_put_injected_after_an_empty_drain_is_returned_at_once(impl, lt):
         first = await get(sink, what="with 'a' queued")
         check(first == ["a"], f"expected ['a'], got {first!r}")
         sink.after_empty_drain = inject
+        began = time.monotonic()
         try:
             got = await bounded(sink.get_batch(), BOUND)
         except asyncio.TimeoutError:
             check(calls, "get_batch never called after_empty_drain after finding nothing")
+            waited = time.monotonic() - began
+            early = (f" (the stuck detector ended the {BOUND:g} s bound early)"
+                     if waited < BOUND - 0.1 else "")
             fail(f"'b' was put after the empty drain, before re-arming; get_batch was still "
-                 f"asleep {BOUND:g} s later: it must drain again after arming",
+                 f"asleep {waited:.2f} s later{early}: it must drain again after arming",
                  pitfall="single_drain")
         check(got == ["b"], f"expected ['b'], got {got!r}")
         check(sink.wakeups_scheduled == 1,
