@@ -173,6 +173,8 @@ def run(module: Any, sc: Scenario) -> Outcome:
         except Abandon:
             raise
         except BaseException as exc:  # noqa: BLE001 - every outcome is judged by the model
+            if task.state == "done":  # the run is over; whatever this is, it came later
+                raise Abandon from None
             exc.__traceback__ = None
             call.outcome = ("raise", exc)
             shown = f"{label} raises {type(exc).__name__}" + (f": {exc}" if str(exc) else "")
@@ -409,6 +411,7 @@ class _Found(Exception):
 @dataclass
 class Report:
     runs: int = 0
+    calls: int = 0
     seconds: float = 0.0
     first_after: float | None = None  # seconds to the first counterexample
     found: Outcome | None = None
@@ -436,32 +439,24 @@ def explore(path: str | os.PathLike, *, examples: int = DEFAULT_EXAMPLES,
     counterexample and shrink it."""
     from hypothesis import HealthCheck, Phase, Verbosity, given, settings
     from hypothesis import seed as hseed
-    from hypothesis.errors import Flaky
 
     module = load(path)
     report = Report()
     started = time.monotonic()
     report.extensions = _probe(module)
-    failing: list[Outcome] = []
-    budget_end = [None]
+    found: list[Outcome] = []
 
     @settings(max_examples=examples if seconds is None else 10**9, deadline=None,
-              database=None, phases=[Phase.generate, Phase.shrink],
+              database=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
               print_blob=False, verbosity=Verbosity.quiet)
     @hseed(seed)
     @given(scenarios(report.extensions))
     def prop(sc: Scenario) -> None:
-        now = time.monotonic()
-        if report.uncontrolled:
+        report.calls += 1
+        if report.uncontrolled or found:
             return
-        if failing:
-            same = next((o for o in failing if o.scenario == sc), None)
-            if same is not None:
-                raise _Found(same)
-            if now > budget_end[0]:  # type: ignore[operator]
-                return
-        elif seconds is not None and now - started > seconds:
+        if seconds is not None and time.monotonic() - started > seconds:
             return
         out = run(module, sc)
         report.runs += 1
@@ -469,24 +464,88 @@ def explore(path: str | os.PathLike, *, examples: int = DEFAULT_EXAMPLES,
             raise out.error
         if out.uncontrolled:
             report.uncontrolled = out.uncontrolled
-            return
-        if out.problem:
-            if not failing:
-                report.first_after = time.monotonic() - started
-                budget_end[0] = time.monotonic() + SHRINK_SECONDS
-            failing.append(out)
+        elif out.problem:
+            report.first_after = time.monotonic() - started
+            found.append(out)
             raise _Found(out)
 
     try:
         prop()
-    except _Found as found:
-        report.found = found.outcome
-    except Flaky:
-        report.found = min(failing, key=_size) if failing else None
+    except BaseException:  # noqa: BLE001 - _Found, or Hypothesis's note that its replay passed
+        if not found:  # (the replay returns at once once something is found)
+            raise
+    if found:
+        report.found = shrink(module, found[0], report)
     report.seconds = time.monotonic() - started
-    if report.found is None and failing:
-        report.found = min(failing, key=_size)
     return report
+
+
+def _candidates(sc: Scenario):
+    """Smaller or plainer scenarios than ``sc``, most promising first."""
+    def variant(**changes: Any) -> Scenario:
+        data = {**sc.__dict__, **changes}
+        data["threads"] = [[list(op) for op in ops] for ops in data["threads"]]
+        data["preload"] = list(data["preload"])
+        return Scenario(**data)
+
+    if len(sc.threads) > 1:
+        for i in range(len(sc.threads)):
+            yield variant(threads=sc.threads[:i] + sc.threads[i + 1:])
+    for i, ops in enumerate(sc.threads):
+        if len(ops) > 1:
+            for j in range(len(ops)):
+                yield variant(threads=sc.threads[:i] + [ops[:j] + ops[j + 1:]] + sc.threads[i + 1:])
+    for j in range(len(sc.preload)):
+        yield variant(preload=sc.preload[:j] + sc.preload[j + 1:])
+    if sc.fault:
+        yield variant(fault=None)
+    if sc.spurious:
+        yield variant(spurious=0)
+    if sc.lines:
+        yield variant(lines=False)
+    if sc.preempt:
+        yield variant(preempt=0.0)
+    if sc.capacity > 1:
+        yield variant(capacity=1, preload=sc.preload[:1])
+    for i, ops in enumerate(sc.threads):
+        for j, op in enumerate(ops):
+            plain = list(op)
+            if plain[3]:
+                plain[3] = 0
+            elif plain[0] in ("put", "offer") and plain[1] not in ("obj", "None"):
+                plain[1] = "obj"
+            else:
+                continue
+            yield variant(threads=sc.threads[:i] + [ops[:j] + [plain] + ops[j + 1:]]
+                          + sc.threads[i + 1:])
+    for j, spec in enumerate(sc.preload):
+        if spec != "obj":
+            yield variant(preload=sc.preload[:j] + ["obj"] + sc.preload[j + 1:])
+
+
+def shrink(module: Any, out: Outcome, report: Report, seconds: float = SHRINK_SECONDS,
+           schedules: int = 8) -> Outcome:
+    """The smallest failing scenario reachable from ``out`` by removing threads, calls,
+    items and faults one at a time (each tried under a few schedule seeds), within
+    ``seconds``."""
+    end = time.monotonic() + seconds
+    best = out
+    improved = True
+    while improved and time.monotonic() < end:
+        improved = False
+        for cand in _candidates(best.scenario):
+            if time.monotonic() > end:
+                break
+            for k in range(schedules):
+                trial = cand if k == 0 else Scenario(**{**cand.__dict__, "seed": k - 1})
+                got = run(module, trial)
+                report.runs += 1
+                if got.problem and not got.uncontrolled and got.error is None:
+                    best, improved = got, True
+                    break
+            if improved:
+                break
+    return best
 
 
 def _size(out: Outcome) -> int:

@@ -19,7 +19,7 @@ import types
 from collections import deque
 from typing import Any, Callable
 
-from workbook.explore.sched import BASE, Scheduler
+from workbook.explore.sched import BASE, DONE, TASKS, Scheduler
 
 TIMEOUT_MAX = threading.TIMEOUT_MAX
 #: ``time.time()`` in a controlled run: a fixed date plus the virtual clock.
@@ -31,10 +31,12 @@ class WouldBlock(RuntimeError):
 
 
 def _sched() -> tuple[Scheduler | None, Any]:
-    s = Scheduler.active
-    if s is None:
-        return None, None
-    return s, s.task()
+    task = TASKS.get(_thread.get_ident())
+    if task is not None:
+        if task.state == DONE or task.sched is not Scheduler.active:
+            task.sched._abandon(task)  # its run is over: end this thread
+        return task.sched, task
+    return Scheduler.active, None
 
 
 def _check_timeout(blocking: bool, timeout: float) -> None:
@@ -229,7 +231,9 @@ class Condition:
         try:  # the same shape as CPython's: restore the lock whatever happens
             if timeout is not None and timeout > TIMEOUT_MAX:
                 raise OverflowError("timeout value is too large")
-            if timeout is not None and timeout <= 0:
+            if waiter.signalled or (timeout is not None and timeout <= 0):
+                # notified while it was letting go of the lock (as CPython's waiter lock,
+                # released before its owner sleeps on it, would let it pass at once)
                 gotit = waiter.signalled
             else:
                 deadline = None if timeout is None else s.now + timeout
@@ -410,10 +414,11 @@ class Event:
 # ---- the clock ------------------------------------------------------------------------------
 
 def monotonic() -> float:
-    s = Scheduler.active
+    s, task = _sched()
     if s is None:
         return BASE
-    s.point()
+    if task is not None:
+        s.point()
     return BASE + s.now
 
 

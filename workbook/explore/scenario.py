@@ -26,8 +26,9 @@ DELAYS = (0, 0.5, 1.0)
 #: What may be raised inside a wait: an interrupt, an ordinary exception, a BaseException.
 FAULTS = (None, "KeyboardInterrupt", "Interrupted", "Cancelled")
 PREEMPT = (0.0, 0.1, 0.3, 0.6)
-CORE_KINDS = ("put", "take", "len")
-ALL_KINDS = ("put", "take", "offer", "poll", "len", "shutdown")
+#: Operations, the blocking core ones drawn more often (repeats weigh a draw).
+CORE_KINDS = ("put", "take", "put", "take", "len")
+ALL_KINDS = ("put", "take", "offer", "poll", "put", "take", "shutdown", "len")
 
 
 @dataclass
@@ -91,13 +92,15 @@ def _t(timeout: Any) -> str:
 def scenarios(draw: Any, extensions: bool = True) -> Scenario:
     kinds = ALL_KINDS if extensions else CORE_KINDS
     capacity = draw(st.integers(1, 2))
-    preload = draw(st.lists(st.sampled_from(ITEMS[:5]), max_size=capacity))
+    preload = [draw(st.sampled_from(ITEMS[:5])) for _ in range(draw(st.integers(0, capacity)))]
 
     def op() -> st.SearchStrategy:
         return st.tuples(st.sampled_from(kinds), st.sampled_from(ITEMS),
                          st.sampled_from(TIMEOUTS), st.sampled_from(DELAYS)).map(_tidy)
 
-    threads = draw(st.lists(st.lists(op(), min_size=1, max_size=3), min_size=2, max_size=3))
+    # sizes drawn as integers (near-uniform) rather than as list lengths (short ones favoured)
+    threads = [[draw(op()) for _ in range(draw(st.integers(1, 3)))]
+               for _ in range(draw(st.integers(2, 3)))]
     return Scenario(
         capacity=capacity, preload=preload, threads=threads,
         fault=draw(st.sampled_from(FAULTS)), spurious=draw(st.integers(0, 2)),

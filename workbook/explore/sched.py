@@ -26,6 +26,9 @@ from typing import Any, Callable
 
 _real_lock = _thread.allocate_lock
 _get_ident = _thread.get_ident
+#: Every controlled thread by its ident, across runs: a thread of a run that is over must
+#: end (``Abandon``) at its next point, not carry on with uncontrolled primitives.
+TASKS: dict[int, "Task"] = {}
 
 #: The virtual clock's reading when a run starts (``time.monotonic()`` in the learner file).
 BASE = 1000.0
@@ -33,8 +36,9 @@ BASE = 1000.0
 #: waiting with one is as blocked as a thread waiting with no timeout.
 HORIZON = 1e6
 #: Virtual seconds without any operation starting or ending after which a run stops: what
-#: is still waiting then (even with a safety-net timed wait) waits for good.
-IDLE = 30.0
+#: is still waiting then (even with a safety-net timed wait) waits for good.  A scenario's
+#: delays and finite timeouts are at most 1 s, so a correct run is never idle this long.
+IDLE = 3.0
 #: Points without the virtual clock moving and without an operation ending: spinning.
 SPIN_STEPS = 4000
 #: Real seconds a thread may run without reaching a point before the run is given up.
@@ -82,6 +86,7 @@ class Task:
     def _main(self) -> None:
         self.ident = _get_ident()
         self.sched._by_ident[self.ident] = self
+        TASKS[self.ident] = self
         self.go.acquire()
         try:
             if self.state != DONE:  # not ended before it ever ran
@@ -96,6 +101,7 @@ class Task:
         finally:
             sys.settrace(None)
             self.state = DONE
+            TASKS.pop(self.ident, None)
             self.sched._signal()
 
 
@@ -158,7 +164,8 @@ class Scheduler:
         line, source = self.learner_line() if where else (None, "")
         event = Event(len(self.events), task.index if task else -1, self.now, text, line,
                       source, kind)
-        self.events.append(event)
+        if task is None or task.state != DONE:  # nothing after a run is over is recorded
+            self.events.append(event)
         return event
 
     def progress(self) -> None:
@@ -208,7 +215,7 @@ class Scheduler:
     def point(self, what: str = "") -> None:
         """A place where another thread may run first."""
         task = self.task()
-        if task is None or Scheduler.active is not self:
+        if task is None:
             return
         self._count(task)
         if self.preempt and self.rng.random() < self.preempt:
@@ -221,7 +228,7 @@ class Scheduler:
         return None
 
     def _trace_line(self, frame, event, arg):
-        if event == "line" and Scheduler.active is self:
+        if event == "line":
             task = self.task()
             if task is not None:
                 self._count(task)
@@ -267,8 +274,8 @@ class Scheduler:
         try:
             self._loop(first_alone)
         finally:
-            Scheduler.active = None
             self._finish()
+            Scheduler.active = None
         return self.info
 
     def _start(self, t: Task) -> None:
