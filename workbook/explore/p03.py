@@ -20,13 +20,14 @@ import os
 import sys
 import time
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from workbook.explore import prims
 from workbook.explore.oracle import Call, Undecided, linearize
-from workbook.explore.scenario import Scenario, op_label, parse_token, scenarios, timeout_value, token
+from workbook.explore.scenario import (Scenario, op_label, parse_token, scenarios, systematic,
+                                       timeout_value, token)
 from workbook.explore.sched import HORIZON, Abandon, Event, Scheduler
 from workbook.explore.timeline import render
 
@@ -36,6 +37,8 @@ DEFAULT_EXAMPLES = 150
 DEFAULT_SEED = 3
 #: Real seconds spent shrinking a counterexample before the smallest found so far is shown.
 SHRINK_SECONDS = 4.0
+#: Schedule seeds each systematic scenario (``scenario.systematic``) is run with.
+SCHEDULES = 2
 EPS = 1e-6
 
 
@@ -127,7 +130,7 @@ def run(module: Any, sc: Scenario) -> Outcome:
     fault = FAULT_TYPES.get(sc.fault or "")
     sched = Scheduler(sc.seed, preempt=sc.preempt, line_preempt=0.05 if sc.lines else 0.0,
                       faults=[lambda: fault("injected")] if fault else [],
-                      spurious=sc.spurious, learner_files=learner)
+                      spurious=sc.spurious, late=sc.late, learner_files=learner)
     calls: list[Call] = []
     box: dict[str, Any] = {}
     counter = [0]
@@ -419,12 +422,15 @@ class Report:
     extensions: bool = True
 
 
-def _probe(module: Any) -> bool:
+def _probe(module: Any, report: Report) -> bool:
     """True when the extensions are implemented; NotImplementedError if the core is not."""
     core = run(module, Scenario(1, [], [[["put", "obj", None, 0], ["len", None, None, 0],
                                          ["take", None, None, 0]]], extensions=False))
     if isinstance(core.error, NotImplementedError):
         raise core.error
+    if core.uncontrolled:
+        report.uncontrolled = core.uncontrolled
+        return False
     for op in (["offer", "obj", 0, 0], ["poll", None, 0, 0], ["shutdown", False, None, 0]):
         out = run(module, Scenario(1, [], [[op]]))
         raised = [e for e in out.events if "raises NotImplementedError" in e.text]
@@ -443,7 +449,10 @@ def explore(path: str | os.PathLike, *, examples: int = DEFAULT_EXAMPLES,
     module = load(path)
     report = Report()
     started = time.monotonic()
-    report.extensions = _probe(module)
+    report.extensions = _probe(module, report)
+    if report.uncontrolled:
+        report.seconds = time.monotonic() - started
+        return report
     found: list[Outcome] = []
 
     @settings(max_examples=examples if seconds is None else 10**9, deadline=None,
@@ -469,6 +478,21 @@ def explore(path: str | os.PathLike, *, examples: int = DEFAULT_EXAMPLES,
             found.append(out)
             raise _Found(out)
 
+    for sc in systematic(report.extensions):  # first the shapes chance rarely draws
+        for k in range(SCHEDULES):
+            out = run(module, replace(sc, seed=k))
+            report.runs += 1
+            if out.error is not None:
+                raise out.error
+            if out.uncontrolled:
+                report.uncontrolled = out.uncontrolled
+                report.seconds = time.monotonic() - started
+                return report
+            if out.problem:
+                report.first_after = time.monotonic() - started
+                report.found = shrink(module, out, report)
+                report.seconds = time.monotonic() - started
+                return report
     try:
         prop()
     except BaseException:  # noqa: BLE001 - _Found, or Hypothesis's note that its replay passed
@@ -498,7 +522,7 @@ def _candidates(sc: Scenario):
     for j in range(len(sc.preload)):
         yield variant(preload=sc.preload[:j] + sc.preload[j + 1:])
     if sc.fault:
-        yield variant(fault=None)
+        yield variant(fault=None, late=False)
     if sc.spurious:
         yield variant(spurious=0)
     if sc.lines:

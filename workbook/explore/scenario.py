@@ -37,6 +37,7 @@ class Scenario:
     preload: list[str]
     threads: list[list[list[Any]]]  # per thread: [kind, item or immediate, timeout, delay]
     fault: str | None = None
+    late: bool = False  # the fault lands only in a thread just woken, before it runs
     spurious: int = 0
     preempt: float = 0.0
     lines: bool = False
@@ -51,7 +52,8 @@ class Scenario:
             parts.append(f"T{n}: " + "; ".join(op_label(op) for op in ops))
         extra = []
         if self.fault:
-            extra.append(f"one {self.fault} raised inside a wait")
+            extra.append(f"one {self.fault} raised inside a wait"
+                         + (", just after a wake-up" if self.late else ""))
         if self.spurious:
             extra.append(f"up to {self.spurious} spurious wake-up(s)")
         if self.preempt:
@@ -103,9 +105,42 @@ def scenarios(draw: Any, extensions: bool = True) -> Scenario:
                for _ in range(draw(st.integers(2, 3)))]
     return Scenario(
         capacity=capacity, preload=preload, threads=threads,
-        fault=draw(st.sampled_from(FAULTS)), spurious=draw(st.integers(0, 2)),
+        fault=draw(st.sampled_from(FAULTS)), late=draw(st.booleans()),
+        spurious=draw(st.integers(0, 2)),
         preempt=draw(st.sampled_from(PREEMPT)), lines=draw(st.booleans()),
         seed=draw(st.integers(0, 2**16)), extensions=extensions)
+
+
+def systematic(extensions: bool = True) -> list[Scenario]:
+    """Every pair of waiters of one role with a later thread of the other role (or a
+    shutdown) that wakes them, on an empty and on a full queue of capacity 1 and 2, with and
+    without an interrupt: the shapes where a wake-up goes to the wrong thread, is lost with
+    an interrupted waiter or is not passed on, which random scenarios rarely draw."""
+    out = []
+    for cap in (1, 2):
+        for side in ("empty", "full"):
+            if side == "empty":
+                preload: list[str] = []
+                waits = [["take", None, None, 0]]
+                timed = [["poll", None, 1.0, 0], ["poll", None, None, 0]]
+                wake = [[["put", "obj", None, 0.5]] + [["put", "obj", None, 0]] * cap]
+            else:
+                preload = ["obj"] * cap
+                waits = [["put", "obj", None, 0]]
+                timed = [["offer", "obj", 1.0, 0], ["offer", "obj", None, 0]]
+                wake = [[["take", None, None, 0.5]] + [["take", None, None, 0]] * cap]
+            pairs = [(waits[0], waits[0])]
+            if extensions:
+                pairs += [(waits[0], t) for t in timed]
+                wake += [[["shutdown", False, None, 0.5]], [["shutdown", True, None, 0.5]]]
+            for a, b in pairs:
+                for w in wake:
+                    for fault, late in ((None, False), ("KeyboardInterrupt", False),
+                                        ("KeyboardInterrupt", True)):
+                        out.append(Scenario(cap, list(preload), [[list(a)], [list(b)],
+                                                                 [list(op) for op in w]],
+                                            fault=fault, late=late, extensions=extensions))
+    return out
 
 
 def _tidy(raw: tuple) -> list[Any]:

@@ -120,7 +120,7 @@ class Scheduler:
 
     def __init__(self, seed: int, *, preempt: float = 0.0, line_preempt: float = 0.0,
                  faults: list[Callable[[], BaseException]] | None = None,
-                 spurious: int = 0, fault_chance: float = 0.35,
+                 spurious: int = 0, fault_chance: float = 0.35, late: bool = False,
                  learner_files: frozenset[str] = frozenset()) -> None:
         self.rng = random.Random(seed)
         self.preempt = preempt
@@ -128,6 +128,7 @@ class Scheduler:
         self.faults = list(faults or [])
         self.spurious = spurious
         self.fault_chance = fault_chance
+        self.late = late  # faults land only in threads woken and not yet running
         self.learner_files = learner_files
         self.now = 0.0
         self.tasks: list[Task] = []
@@ -328,7 +329,8 @@ class Scheduler:
         if self.faults:
             victims = [t for t in self.tasks if t.faultable and t.interruptible
                        and t.interrupted is None
-                       and t.state in (WAITING, READY) and t.reason in (None, "woken")]
+                       and t.state in (WAITING, READY)
+                       and t.reason in (("woken",) if self.late else (None, "woken"))]
             if victims and self.rng.random() < self.fault_chance:
                 victim = victims[self.rng.randrange(len(victims))]
                 exc = self.faults.pop(0)()

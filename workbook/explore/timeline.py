@@ -9,14 +9,12 @@ from typing import Sequence
 
 from workbook.explore.sched import BASE, Event
 
-WIDTH = 34
+#: The whole table fits this many columns (a terminal panel, a failure message).
+TOTAL = 76
 
 
 def _cell(event: Event) -> str:
-    text = event.text
-    if event.line is not None:
-        text += f" · line {event.line}: {event.source}" if event.source else f" · line {event.line}"
-    return text
+    return event.text + (f" (L{event.line})" if event.line is not None else "")
 
 
 def rows(events: Sequence[Event], names: Sequence[str]) -> list[tuple[str, float, list[str]]]:
@@ -32,19 +30,37 @@ def rows(events: Sequence[Event], names: Sequence[str]) -> list[tuple[str, float
     return out
 
 
-def render(events: Sequence[Event], names: Sequence[str], width: int = WIDTH) -> str:
-    """The timeline as fixed-width text (it goes into a failure message)."""
-    head = ["step", "time"] + list(names)
-    table = rows(events, names)
-    lines = [f"{head[0]:>4}  {head[1]:>5}  " + " | ".join(f"{h:<{width}}" for h in head[2:])]
-    lines.append("-" * len(lines[0]))
-    for label, now, cells in table:
+def render(events: Sequence[Event], names: Sequence[str], total: int = TOTAL) -> str:
+    """The timeline as fixed-width text: what the setup (column 0) did first as a list,
+    then one column per thread, then the learner's lines the cells name."""
+    setup = [e for e in events if e.task == 0]
+    rest = [e for e in events if e.task != 0]
+    cols = list(names[1:])
+    width = max(14, (total - 13) // max(len(cols), 1) - 3)
+    lines = []
+    if setup:
+        lines.append("setup (alone, before the threads start): "
+                     + "; ".join(e.text for e in setup if e.kind in ("call", "return")))
+        lines.append("")
+    lines.append(f"{'step':>4}  {'time':>5}  " + " | ".join(f"{h:<{width}}" for h in cols))
+    lines.append("-" * min(len(lines[-1]), total))
+    shown = {}
+    for n, event in enumerate(rest, 1):
+        cells = [""] * len(cols)
+        k = event.task - 1
+        cells[k if 0 <= k < len(cols) else 0] = _cell(event)
+        if event.line is not None:
+            shown[event.line] = event.source
         wrapped = [textwrap.wrap(c, width) or [""] for c in cells]
-        height = max(len(w) for w in wrapped)
-        for k in range(height):
-            left = f"{label:>4}  {now:>5.2f}  " if k == 0 else " " * 13
+        for r in range(max(len(w) for w in wrapped)):
+            left = f"{n:>4}  {event.now:>5.2f}  " if r == 0 else " " * 13
             lines.append(left + " | ".join(
-                f"{(w[k] if k < len(w) else ''):<{width}}" for w in wrapped).rstrip())
+                f"{(w[r] if r < len(w) else ''):<{width}}" for w in wrapped).rstrip())
+    if shown:
+        lines.append("")
+        lines.append("lines of your file named above:")
+        for line in sorted(shown):
+            lines.append(f"  L{line}: {shown[line]}")
     return "\n".join(lines)
 
 
