@@ -472,7 +472,7 @@ def explore(path: str | os.PathLike, *, examples: int = DEFAULT_EXAMPLES,
         return report
     found: list[Outcome] = []
 
-    @settings(max_examples=examples if seconds is None else 10**9, deadline=None,
+    @settings(max_examples=max(examples, 1) if seconds is None else 10**9, deadline=None,
               database=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
               print_blob=False, verbosity=Verbosity.quiet)
@@ -511,7 +511,8 @@ def explore(path: str | os.PathLike, *, examples: int = DEFAULT_EXAMPLES,
                 report.seconds = time.monotonic() - started
                 return report
     try:
-        prop()
+        if examples > 0 or seconds:
+            prop()
     except BaseException:  # noqa: BLE001 - _Found, or Hypothesis's note that its replay passed
         if not found:  # (the replay returns at once once something is found)
             raise
