@@ -166,10 +166,12 @@ def systematic(extensions: bool = True) -> list[Scenario]:
             if extensions and cap == 1:
                 # a timed waiter woken half-way by a call whose effect another thread
                 # steals: it must wait again only for what is left of its timeout
-                for seed in (0, 10, 20):
-                    out.append(Scenario(cap, list(preload), [[list(timed)], [dict_op(other, 0.5)],
-                                                             [dict_op(wait, 0.5)]],
-                                        seed=seed, extensions=extensions))
+                for first in (timed, forever):
+                    for seed in (0, 10, 20):
+                        out.append(Scenario(cap, list(preload),
+                                            [[list(first)], [dict_op(other, 0.5)],
+                                             [dict_op(wait, 0.5)]],
+                                            seed=seed, extensions=extensions))
                 for jump in (-100.0, 100.0):
                     out.append(Scenario(cap, list(preload), [[list(timed)], [dict_op(other, 2.0)]],
                                         jump=jump, extensions=extensions))
