@@ -41,7 +41,7 @@ Blocked = Callable[[Hashable, Call], bool]
 
 
 def linearize(calls: list[Call], initial: Hashable, step: Step, blocked: Blocked,
-              budget: int = 200_000) -> list[Call] | None:
+              budget: int = 200_000, final: list | None = None) -> list[Call] | None:
     """An order of the finished ``calls`` that the model explains, with every unfinished
     call blocked at the end; None if there is none (or the search ran out of ``budget``)."""
     done = [c for c in calls if c.ret is not None]
@@ -55,7 +55,11 @@ def linearize(calls: list[Call], initial: Hashable, step: Step, blocked: Blocked
     def search(mask: int, state: Hashable, last: int) -> bool:
         nonlocal nodes
         if mask == full:
-            return all(blocked(state, c) for c in pending)
+            if all(blocked(state, c) for c in pending):
+                if final is not None:
+                    final.append(state)  # the model's state after the order found
+                return True
+            return False
         key = (mask, state, last)
         if key in seen:
             return False

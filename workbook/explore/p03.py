@@ -130,7 +130,9 @@ def run(module: Any, sc: Scenario) -> Outcome:
     fault = FAULT_TYPES.get(sc.fault or "")
     sched = Scheduler(sc.seed, preempt=sc.preempt, line_preempt=0.05 if sc.lines else 0.0,
                       faults=[lambda: fault("injected")] if fault else [],
-                      spurious=sc.spurious, late=sc.late, learner_files=learner)
+                      spurious=sc.spurious, late=sc.late, jump=sc.jump,
+                      fault_chance=1.0 if sc.late else 0.35,
+                      learner_files=learner)
     calls: list[Call] = []
     box: dict[str, Any] = {}
     counter = [0]
@@ -360,12 +362,19 @@ def _judge(module: Any, sc: Scenario, calls: list[Call], sched: Scheduler,
         return False
 
     # take the setup's calls and those of the others apart in time: the setup ran alone
+    final: list = []
     try:
-        order = linearize(calls, ((), False), step, blocked)
+        order = linearize(calls, ((), False), step, blocked, final=final)
     except Undecided:
         return None
     if order is None:
         return _explain(calls, cap)
+    # items put, never taken and no longer queued were dropped by shutdown(immediate=True)
+    kept = set(final[0][0]) if final else set()
+    for i, c in enumerate(calls):
+        if c.kind in ("put", "offer") and i not in kept and c.outcome[:1] == ("return",) \
+                and c.outcome[1] is not False and isinstance(c.args[0], Item):
+            c.meta["discarded"] = True
     return None
 
 
@@ -391,6 +400,11 @@ def _kept_alive(calls: list[Call]) -> str | None:
         if c.kind in ("take", "poll") and c.outcome and c.outcome[0] == "return" \
                 and isinstance(c.outcome[1], Item):
             refs.append((weakref.ref(c.outcome[1]), f"T{c.task}'s {c.label}", repr(c.outcome[1])))
+    taken = {id(c.outcome[1]) for c in calls if c.kind in ("take", "poll") and c.outcome
+             and c.outcome[0] == "return"}
+    for c in calls:
+        if c.meta.get("discarded") and id(c.args[0]) not in taken:
+            refs.append((weakref.ref(c.args[0]), "shutdown(immediate=True)", repr(c.args[0])))
     for c in calls:  # drop the history's own references to the items
         c.outcome, c.args = (), (None, None, None)
     if not refs or all(r() is None for r, _, _ in refs):
@@ -398,6 +412,9 @@ def _kept_alive(calls: list[Call]) -> str | None:
     gc.collect()
     for r, who, shown in refs:
         if r() is not None:
+            if who.startswith("shutdown"):
+                return (f"the queue still holds a reference to {shown}, which "
+                        "shutdown(immediate=True) discarded: dropped items must be let go")
             return (f"the queue still holds a reference to {shown}, which {who} returned: "
                     "a taken slot must be cleared")
     return None
@@ -455,7 +472,7 @@ def explore(path: str | os.PathLike, *, examples: int = DEFAULT_EXAMPLES,
         return report
     found: list[Outcome] = []
 
-    @settings(max_examples=examples if seconds is None else 10**9, deadline=None,
+    @settings(max_examples=max(examples, 1) if seconds is None else 10**9, deadline=None,
               database=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
               print_blob=False, verbosity=Verbosity.quiet)
@@ -480,7 +497,7 @@ def explore(path: str | os.PathLike, *, examples: int = DEFAULT_EXAMPLES,
 
     for sc in systematic(report.extensions):  # first the shapes chance rarely draws
         for k in range(SCHEDULES):
-            out = run(module, replace(sc, seed=k))
+            out = run(module, replace(sc, seed=sc.seed + k))
             report.runs += 1
             if out.error is not None:
                 raise out.error
@@ -494,7 +511,8 @@ def explore(path: str | os.PathLike, *, examples: int = DEFAULT_EXAMPLES,
                 report.seconds = time.monotonic() - started
                 return report
     try:
-        prop()
+        if examples > 0 or seconds:
+            prop()
     except BaseException:  # noqa: BLE001 - _Found, or Hypothesis's note that its replay passed
         if not found:  # (the replay returns at once once something is found)
             raise
@@ -525,6 +543,8 @@ def _candidates(sc: Scenario):
         yield variant(fault=None, late=False)
     if sc.spurious:
         yield variant(spurious=0)
+    if sc.jump:
+        yield variant(jump=0.0)
     if sc.lines:
         yield variant(lines=False)
     if sc.preempt:

@@ -103,6 +103,8 @@ class Lock:
             if isinstance(reason, BaseException):
                 raise reason
         self._locked, self._holder = True, task
+        if self._owner is None:
+            s.point()  # just inside: another thread may run while this one holds the lock
         return True
 
     def release(self) -> None:
@@ -427,8 +429,11 @@ def monotonic_ns() -> int:
 
 
 def wall_time() -> float:
+    """``time.time()``: not monotonic -- it jumps (``Scheduler.jump``) once time moves."""
     s = Scheduler.active
-    return EPOCH + (s.now if s is not None else 0.0)
+    if s is None:
+        return EPOCH
+    return EPOCH + s.now + (s.jump if s.now > 0 else 0.0)
 
 
 def wall_time_ns() -> int:

@@ -38,6 +38,7 @@ class Scenario:
     threads: list[list[list[Any]]]  # per thread: [kind, item or immediate, timeout, delay]
     fault: str | None = None
     late: bool = False  # the fault lands only in a thread just woken, before it runs
+    jump: float = 0.0  # the wall clock (time.time) jumps by this once virtual time moves
     spurious: int = 0
     preempt: float = 0.0
     lines: bool = False
@@ -60,6 +61,8 @@ class Scenario:
             extra.append(f"preemption {self.preempt:g}")
         if self.lines:
             extra.append("line-level preemption")
+        if self.jump:
+            extra.append(f"the wall clock jumps {self.jump:+g} s once time moves")
         return "; ".join(parts) + (" (" + ", ".join(extra) + ")" if extra else "")
 
 
@@ -108,39 +111,79 @@ def scenarios(draw: Any, extensions: bool = True) -> Scenario:
         fault=draw(st.sampled_from(FAULTS)), late=draw(st.booleans()),
         spurious=draw(st.integers(0, 2)),
         preempt=draw(st.sampled_from(PREEMPT)), lines=draw(st.booleans()),
+        jump=draw(st.sampled_from((0.0, 0.0, -100.0, 100.0))),
         seed=draw(st.integers(0, 2**16)), extensions=extensions)
 
 
 def systematic(extensions: bool = True) -> list[Scenario]:
-    """Every pair of waiters of one role with a later thread of the other role (or a
-    shutdown) that wakes them, on an empty and on a full queue of capacity 1 and 2, with and
-    without an interrupt: the shapes where a wake-up goes to the wrong thread, is lost with
-    an interrupted waiter or is not passed on, which random scenarios rarely draw."""
+    """Small shapes chance rarely draws: two waiters of one role parked, then a thread of
+    the other role (arriving half-way or at the instant a timed waiter's deadline passes)
+    or a shutdown sequence, on an empty and on a full queue, with no interrupt, an interrupt
+    while waiting and one just after a wake-up; and a wall clock that jumps during a timed
+    wait.  There a wake-up goes to the wrong thread, is lost with an interrupted or
+    timed-out waiter, or a shutdown is half done."""
     out = []
     for cap in (1, 2):
         for side in ("empty", "full"):
             if side == "empty":
                 preload: list[str] = []
-                waits = [["take", None, None, 0]]
-                timed = [["poll", None, 1.0, 0], ["poll", None, None, 0]]
-                wake = [[["put", "obj", None, 0.5]] + [["put", "obj", None, 0]] * cap]
+                wait = ["take", None, None, 0]
+                timed, forever = ["poll", None, 1.0, 0], ["poll", None, None, 0]
+                now, other = ["poll", None, 0, 0], ["put", "obj", None, 0]
+                role = [[dict_op(other, delay)] + [other] * cap for delay in (0.5, 1.0)]
             else:
                 preload = ["obj"] * cap
-                waits = [["put", "obj", None, 0]]
-                timed = [["offer", "obj", 1.0, 0], ["offer", "obj", None, 0]]
-                wake = [[["take", None, None, 0.5]] + [["take", None, None, 0]] * cap]
-            pairs = [(waits[0], waits[0])]
+                wait = ["put", "obj", None, 0]
+                timed, forever = ["offer", "obj", 1.0, 0], ["offer", "obj", None, 0]
+                now, other = ["offer", "obj", 0, 0], ["take", None, None, 0]
+                role = [[dict_op(other, delay)] + [other] * cap for delay in (0.5, 1.0)]
+            pairs = [(wait, wait)]
+            shutdowns: list[list[list[Any]]] = []
             if extensions:
-                pairs += [(waits[0], t) for t in timed]
-                wake += [[["shutdown", False, None, 0.5]], [["shutdown", True, None, 0.5]]]
+                if cap == 1:
+                    pairs += [(wait, timed), (timed, wait), (forever, wait)]
+                sd = ["shutdown", False, None, 0.5]
+                sdi = ["shutdown", True, None, 0.5]
+                shutdowns = [[sd], [sdi], [sd, ["shutdown", True, None, 0]], [sd, now],
+                             [sdi, other]]
             for a, b in pairs:
-                for w in wake:
+                for w in role:
                     for fault, late in ((None, False), ("KeyboardInterrupt", False),
                                         ("KeyboardInterrupt", True)):
-                        out.append(Scenario(cap, list(preload), [[list(a)], [list(b)],
-                                                                 [list(op) for op in w]],
+                        out.append(Scenario(cap, list(preload), [[list(a)], [list(b)], _copy(w)],
                                             fault=fault, late=late, extensions=extensions))
+                for w in shutdowns:
+                    out.append(Scenario(cap, list(preload), [[list(a)], [list(b)], _copy(w)],
+                                        preempt=0.3, extensions=extensions))
+            if extensions and cap == 2 and side == "empty":
+                # a non-blocking offer while another call holds the lock, on a queue with room
+                offer0 = ["offer", "obj", 0, 0]
+                for busy in (["put", "obj", None, 0], ["len", None, None, 0],
+                             ["shutdown", False, None, 0]):
+                    for seed in range(0, 60, 10):
+                        out.append(Scenario(cap, [], [[list(busy)], [list(offer0)]],
+                                            preempt=0.6, seed=seed, extensions=extensions))
+            if extensions and cap == 1:
+                # a timed waiter woken half-way by a call whose effect another thread
+                # steals: it must wait again only for what is left of its timeout
+                for first in (timed, forever):
+                    for seed in (0, 10, 20):
+                        out.append(Scenario(cap, list(preload),
+                                            [[list(first)], [dict_op(other, 0.5)],
+                                             [dict_op(wait, 0.5)]],
+                                            seed=seed, extensions=extensions))
+                for jump in (-100.0, 100.0):
+                    out.append(Scenario(cap, list(preload), [[list(timed)], [dict_op(other, 2.0)]],
+                                        jump=jump, extensions=extensions))
     return out
+
+
+def dict_op(op: list[Any], delay: float) -> list[Any]:
+    return [op[0], op[1], op[2], delay]
+
+
+def _copy(ops: list[list[Any]]) -> list[list[Any]]:
+    return [list(op) for op in ops]
 
 
 def _tidy(raw: tuple) -> list[Any]:

@@ -121,6 +121,7 @@ class Scheduler:
     def __init__(self, seed: int, *, preempt: float = 0.0, line_preempt: float = 0.0,
                  faults: list[Callable[[], BaseException]] | None = None,
                  spurious: int = 0, fault_chance: float = 0.35, late: bool = False,
+                 jump: float = 0.0,
                  learner_files: frozenset[str] = frozenset()) -> None:
         self.rng = random.Random(seed)
         self.preempt = preempt
@@ -129,6 +130,7 @@ class Scheduler:
         self.spurious = spurious
         self.fault_chance = fault_chance
         self.late = late  # faults land only in threads woken and not yet running
+        self.jump = jump  # added to the wall clock once virtual time has moved
         self.learner_files = learner_files
         self.now = 0.0
         self.tasks: list[Task] = []
