@@ -89,6 +89,8 @@ class Control:
                 raise RuntimeError(FINISHED)
             return
         try:
+            if self._closed:  # close() ran between the first look and the lock
+                raise RuntimeError(FINISHED)
             self.writer.send(b"Q")
         except BlockingIOError:
             # Buffer full: unread bytes are already there, so the loop will wake anyway

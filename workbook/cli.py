@@ -74,10 +74,12 @@ def _exploration(problem: manifest.Problem, args: argparse.Namespace) -> None:
     """Hand --explore/--replay to the exploration checkpoint (through the environment
     of the check's pytest process)."""
     if args.explore is not None:
-        limit = max(problem.time_limit - 30, 1)
+        from workbook.run import TEST_TIMEOUT  # pytest-timeout's backstop for one test
+        # room left for shrinking a counterexample (a few seconds) inside both limits
+        limit = max(min(problem.time_limit - 30, TEST_TIMEOUT - 10), 1)
         if not 0 < args.explore <= limit:
-            raise UsageError(f"--explore takes seconds between 0 and {limit:g} "
-                             f"(the check of {problem.id} stops after {problem.time_limit} s)")
+            raise UsageError(f"--explore takes seconds between 0 and {limit:g} (one test "
+                             f"of a check may run {TEST_TIMEOUT} s)")
         os.environ["WORKBOOK_EXPLORE_SECONDS"] = f"{args.explore:g}"
     if args.replay:
         from workbook.explore.scenario import parse_token

@@ -177,7 +177,7 @@ def test_a_usage_error_is_one_line_within_80_columns():
 
 def test_the_verdict_counts_core_and_extensions_separately(tmp_path):
     out = cli("p03", "--pitfall", "shutdown_no_wake", env={"COLUMNS": "200"})
-    assert "/11 core checkpoints, 1/2 extensions passed" in out.stdout, out.stdout[-600:]
+    assert "11/12 core checkpoints, 1/2 extensions passed" in out.stdout, out.stdout[-600:]
 
 
 def test_the_p02_demo_shows_the_byte_waking_what_the_event_did_not():

@@ -422,6 +422,10 @@ def _kept_alive(calls: list[Call]) -> str | None:
 
 # ---- exploring ----------------------------------------------------------------------------------
 
+class _Stop(Exception):
+    """The time budget of ``explore(seconds=...)`` is spent."""
+
+
 class _Found(Exception):
     def __init__(self, outcome: Outcome) -> None:
         super().__init__(outcome.problem)
@@ -449,9 +453,11 @@ def _probe(module: Any, report: Report) -> bool:
         report.uncontrolled = core.uncontrolled
         return False
     for op in (["offer", "obj", 0, 0], ["poll", None, 0, 0], ["shutdown", False, None, 0]):
-        out = run(module, Scenario(1, [], [[op]]))
-        raised = [e for e in out.events if "raises NotImplementedError" in e.text]
-        if raised:
+        try:
+            out = run(module, Scenario(1, [], [[op]]))
+        except NotImplementedError:  # an extension not attempted yet: explore the core
+            return False
+        if any("raises NotImplementedError" in e.text for e in out.events):
             return False
     return True
 
@@ -483,7 +489,7 @@ def explore(path: str | os.PathLike, *, examples: int = DEFAULT_EXAMPLES,
         if report.uncontrolled or found:
             return
         if seconds is not None and time.monotonic() - started > seconds:
-            return
+            raise _Stop  # the search budget is spent (generation only: it ends the search)
         out = run(module, sc)
         report.runs += 1
         if out.error is not None:
@@ -513,6 +519,8 @@ def explore(path: str | os.PathLike, *, examples: int = DEFAULT_EXAMPLES,
     try:
         if examples > 0 or seconds:
             prop()
+    except _Stop:
+        pass
     except BaseException:  # noqa: BLE001 - _Found, or Hypothesis's note that its replay passed
         if not found:  # (the replay returns at once once something is found)
             raise

@@ -54,6 +54,8 @@ class Control:
                     raise RuntimeError("request_stop(): the run of this control is over")
                 return
             try:
+                if phase[0] == "over":  # close() ran before we got the lock
+                    raise RuntimeError("request_stop(): the run of this control is over")
                 writer.send(b"Q")
             except BlockingIOError:
                 pass

@@ -46,6 +46,8 @@ class Control:
                 raise RuntimeError("this control channel is finished")
             return
         try:
+            if self._phase == "closed":  # close() ran before we got the lock
+                raise RuntimeError("this control channel is finished")
             with contextlib.suppress(BlockingIOError):  # full: a wakeup is pending already
                 self.writer.send(b"Q")
         finally:

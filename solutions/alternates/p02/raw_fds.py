@@ -57,6 +57,8 @@ class Control:
                 raise RuntimeError("this control's run() is over")
             return
         try:
+            if self._gone:  # close() ran before we got the lock: the number may be reused
+                raise RuntimeError("this control's run() is over")
             os.write(self._wfd, b"Q")
         except BlockingIOError:
             pass  # a byte is already waiting: this press rides on its wakeup
