@@ -141,7 +141,7 @@ def normalised(source: bytes) -> str | None:
     that differ only in names, comments, layout or docstrings come out the same."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, *_SCOPES)) and ast.get_docstring(node, False) is not None:
@@ -155,7 +155,31 @@ def normalised(source: bytes) -> str | None:
         attr = _NAMED.get(type(node))
         if attr:
             setattr(node, attr, names.setdefault(getattr(node, attr), f"n{len(names)}"))
-    return ast.unparse(tree)
+    try:
+        return ast.unparse(tree)
+    except (RecursionError, MemoryError):  # too deep to print back (a long expression)
+        return _flat(tree)
+
+
+def _flat(tree: ast.AST) -> str:
+    """The tree as one line of node kinds, identifiers and constants, walked without
+    recursion (``ast.unparse`` and ``ast.dump`` recurse: a 400-term sum is too deep)."""
+    words = []
+    for node in ast.walk(tree):
+        attr = _NAMED.get(type(node))
+        value = getattr(node, attr) if attr else getattr(node, "value", None) \
+            if isinstance(node, ast.Constant) else None
+        words.append(type(node).__name__ + ("" if value is None else f":{value!r}"))
+    return " ".join(words)
+
+
+def submission_text(sub: Submission, problem_id: str) -> str | None:
+    """Every file of the submission for ``problem_id`` (the learner file, then each helper
+    module in name order), normalised; None when none of them parses."""
+    sources = [sub.read(sub.files[problem_id])]
+    sources += [data for _, data in sorted(sub.helpers(problem_id).items())]
+    texts = [t for t in map(normalised, sources) if t is not None]
+    return "\n".join(texts) if texts else None
 
 
 def similarity(submissions: list[Submission], problems: list[manifest.Problem], *,
@@ -169,7 +193,7 @@ def similarity(submissions: list[Submission], problems: list[manifest.Problem], 
     for p in problems:
         by_text: dict[str, list[str]] = {}  # canonical text -> the submissions that have it
         for sub in submissions:
-            text = normalised(sub.read(sub.files[p.id])) if p.id in sub.files else None
+            text = submission_text(sub, p.id) if p.id in sub.files else None
             if text is not None:
                 by_text.setdefault(text, []).append(sub.name)
         groups = sorted((sorted(g) for g in by_text.values() if len(g) > 1), key=len,

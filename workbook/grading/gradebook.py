@@ -33,6 +33,8 @@ class Entry:
     notes: list[str] = field(default_factory=list)
     file: str | None = None
     sha256: str | None = None
+    #: Every file that was graded (the learner file and each helper module) -> its SHA-256.
+    files: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     tests_reported: int = 0
     tests_expected: int = 0

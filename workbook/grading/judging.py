@@ -27,16 +27,15 @@ class GradeError(Exception):
     """The batch cannot go on (not a problem with one submission)."""
 
 
-#: pytest started inside the sandbox: the stage first on sys.path, the submission's folder
-#: last, nothing from the grader's.
-_LAUNCH = ("import sys; root = sys.argv.pop(1); sys.path.insert(0, root); "
-           "sys.path.append(root + '/submission'); import pytest; "
-           "raise SystemExit(pytest.main(sys.argv[1:]))")
+#: pytest started inside the sandbox by the staged launcher: the audit hook first, the stage
+#: first on sys.path, nothing from the grader's (the submission's folder only while the
+#: learner file is imported, see ``sandbox.launch``).
+_LAUNCHER = Path("workbook", "grading", "sandbox", "launch.py")
 
 
 def pytest_command(problem: manifest.Problem, stage: runner.Stage,
                    collect_only: bool = False) -> list[str]:
-    return [sys.executable, "-I", "-B", "-c", _LAUNCH, str(stage.dir),
+    return [sys.executable, "-I", "-B", str(stage.dir / _LAUNCHER), str(stage.dir),
             "-p", "workbook.grading.sandbox.reporter", "-c", str(stage.dir / "pytest.ini"), "-s",
             *run.pytest_args(problem, stage.target, None, root=stage.dir),
             *(["--collect-only"] if collect_only else [])]
@@ -141,11 +140,14 @@ def grade_pair(problem: manifest.Problem, sub: Submission, trusted: list[tuple[s
     source = sub.read(path)
     display = str(Path(sub.name) / path.relative_to(sub.path)) if path != sub.path \
         else path.name
-    with runner.Stage(harness, problem.module, source, uid,
-                      helpers=sub.helpers(problem.id)) as stage:
+    helpers = sub.helpers(problem.id)
+    with runner.Stage(harness, problem.module, source, uid, helpers=helpers) as stage:
         outcome = runner.run(stage, pytest_command(problem, stage), limits, iso=iso, uid=uid)
         if outcome.sandbox_error:
             raise GradeError(f"the sandbox failed: {outcome.sandbox_error}")
         entry = judge(problem, outcome, trusted, limits, display, stage.dir, stage.target)
     entry.file, entry.sha256 = display, hashlib.sha256(source).hexdigest()
+    folder = Path(display).parent
+    entry.files = {display: entry.sha256, **{
+        str(folder / rel): hashlib.sha256(data).hexdigest() for rel, data in helpers.items()}}
     return entry
