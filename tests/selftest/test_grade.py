@@ -330,9 +330,12 @@ def _grade_the_battery(root: Path) -> dict:
                  "--out", str(root / "gradebook.json"))
     seconds = time.monotonic() - started
     uids = json.loads((root / "gradebook.json").read_text()).get("sandbox_uids", [])
-    return {"returncode": out.returncode, "stdout": out.stdout, "stderr": out.stderr,
+    made = {"returncode": out.returncode, "stdout": out.stdout, "stderr": out.stderr,
             "seconds": seconds, "orphans": battery.marker_processes(bat.marker),
-            "sandbox_processes": _wait_for_no_sandbox_process(uids, 2)}
+            "sandbox_processes": _wait_for_no_sandbox_process(uids, 2),
+            "notes_left": battery.notes_left(bat.marker, uids)}
+    shutil.rmtree(battery.decoy_checkout(bat.marker), ignore_errors=True)
+    return made
 
 
 @pytest.fixture(scope="module")
@@ -381,9 +384,17 @@ def test_no_process_of_a_submission_outlives_the_batch(graded):
     assert out.orphans == []  # the orphan hostile's sleeper
     assert len(doc["sandbox_uids"]) == (2 if ISOLATION != "none" else 0)
     assert out.sandbox_processes == []
-    if ISOLATION == "namespaces":  # PID 1 of the namespace took every descendant with it
+    if ISOLATION in ("bwrap", "namespaces"):  # the PID namespace took every descendant
         assert all(e.get("leftovers", 0) == 0
                    for r in doc["rows"].values() for e in r["problems"].values())
+
+
+@pytest.mark.skipif(ISOLATION in ("none", "uid"), reason="needs the namespaces")
+def test_no_run_leaves_a_note_where_a_later_run_could_find_it(graded):
+    """The leave_a_note hostile wrote into /run/lock, /var/lock and /dev/shm and made System V
+    IPC objects: in the run's own view and IPC namespace, nothing of it is left outside."""
+    bat, doc, out, seconds = graded
+    assert out.notes_left == []
 
 
 def test_the_summary_table_shows_each_problem_with_submitted_passed_and_mean(graded):

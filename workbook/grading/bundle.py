@@ -26,6 +26,8 @@ SETUP_SH = """#!/usr/bin/env bash
 set -euo pipefail
 apt-get update
 apt-get install -y --no-install-recommends python3 python3-venv python3-pip
+# The grader's sandbox: bubblewrap where the image allows it (else its fallback is used).
+apt-get install -y --no-install-recommends bubblewrap || true
 python3 -m venv /autograder/venv
 /autograder/venv/bin/pip install --disable-pip-version-check \\
     -c /autograder/source/constraints.txt -e /autograder/source

@@ -67,6 +67,8 @@ def _stop_reason(outcome: runner.Outcome, limits: runner.Limits, ended: bool) ->
         return f"timed out (limit {limits.wall:g} s)"
     if ended or outcome.timed_out == "exit":
         return None
+    if outcome.run_memory and outcome.signal == signal.SIGKILL:
+        return f"stopped by the memory limit of the whole run ({limits.run_memory >> 20} MiB)"
     if outcome.signal:
         try:
             return f"crashed ({signal.Signals(outcome.signal).name})"

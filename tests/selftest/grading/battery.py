@@ -649,6 +649,43 @@ for _h_attempt in (lambda: _h_sys._getframe(0),
         pass
 '''),
 
+    # Class 3: what the run can see.  Another checkout's solutions elsewhere on disk, a
+    # classmate's file in the class folder, the gradebook: if any of them can be read, the
+    # reference it carries runs instead of the skeleton (and scores 100).
+    "read_elsewhere": lambda p, ctx: f'''from __future__ import annotations
+_h_seen = []
+for _h_path in {list(ctx.elsewhere)!r}:
+    try:
+        with open(_h_path, "rb") as _h_f:
+            _h_f.read(1)
+        _h_seen.append(_h_path)
+    except OSError:
+        pass
+if _h_seen:
+    exec(compile({reference(p)!r}, "stolen", "exec"), globals())
+else:
+{_indent(skeleton_body(p))}
+''',
+
+    # Class 3: leaves notes where a later run could find them: a file in /run/lock and
+    # /dev/shm, a System V message queue and shared memory segment (util-linux's ipcmk).
+    # The selftest looks for them after the batch.
+    "leave_a_note": lambda p, ctx: with_prelude(f'''
+import subprocess as _h_subprocess
+for _h_dir in ("/run/lock", "/var/lock", "/dev/shm"):
+    try:
+        with open(_h_dir + "/{ctx.marker}-note", "w") as _h_f:
+            _h_f.write("the answer is 42")
+    except OSError:
+        pass
+for _h_kind in ("-Q", "-M"):
+    try:
+        _h_subprocess.run(["ipcmk", _h_kind] + (["4096"] if _h_kind == "-M" else []),
+                          capture_output=True, timeout=10)
+    except (OSError, _h_subprocess.SubprocessError):
+        pass
+''', reference(p)),
+
     # Asserts the sandbox from inside: a correct solution that fails to import otherwise.
     "sandbox_probe": lambda p, ctx: with_prelude(f'''
 import os as _h_os, resource as _h_resource, socket as _h_socket
@@ -697,6 +734,19 @@ HELPERS = {
 }
 
 
+def decoy_checkout(marker: str) -> Path:
+    """Another checkout of the project elsewhere on disk (outside the repository, home and
+    /tmp): its ``solutions/`` holds the references.  Under /run (a tmpfs, gone at reboot)."""
+    decoy = Path("/run") / f"workbook-decoy-{marker}"
+    if os.geteuid() != 0:
+        decoy = Path(tempfile.gettempdir()) / f"workbook-decoy-{marker}"
+    for p in manifest.problems().values():
+        target = decoy / "solutions" / p.solution_file.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(reference(p), "utf-8")
+    return decoy
+
+
 def skeleton_body(p: manifest.Problem) -> str:
     future, rest = _split_future(skeleton(p))
     return rest
@@ -708,7 +758,7 @@ def _indent(text: str) -> str:
 
 
 #: Hostile kinds that need the per-slot uid to be graded as expected (not root: skipped).
-NEEDS_PRIVILEGE = {"kill_parent", "read_solutions"}
+NEEDS_PRIVILEGE = {"kill_parent", "read_solutions", "read_elsewhere"}
 
 
 # -- the battery ----------------------------------------------------------------------------
@@ -717,6 +767,9 @@ NEEDS_PRIVILEGE = {"kill_parent", "read_solutions"}
 class Context:
     marker: str
     isolation: str
+    #: Files a run must not be able to read (another checkout's solutions, a classmate's
+    #: file, the gradebook), made by ``build``.
+    elsewhere: tuple[str, ...] = ()
 
 
 @dataclass
@@ -785,6 +838,8 @@ def _hostile_expectation(kind: str, p: manifest.Problem) -> dict:
         # It needs gc.get_objects, which the audit hook refuses.
         "forge_with_the_reporter": zero_error("import error", "tampered"),
         "forge_via_reporter_fields": _full(p),
+        "read_elsewhere": {"status": "ok", "score": 0},
+        "leave_a_note": _full(p),
         "helper_before_guard": {"status": "ok", "score": 0},
         "settrace_condition": zero_error("tampered"),
         "ctypes_constant": zero_error("tampered"),
@@ -801,7 +856,11 @@ def build(root: Path, problems: list[manifest.Problem], *, count: int | None = N
     file, an empty folder, and each hostile kind (aimed at the problems in turn).  The rest,
     up to ``count`` submissions, mixes one pitfall or wrong variant per problem."""
     battery = Battery(root, marker=f"workbook-orphan-{uuid.uuid4().hex[:12]}")
-    ctx = Context(battery.marker, isolation)
+    decoy = decoy_checkout(battery.marker)
+    ctx = Context(battery.marker, isolation, elsewhere=(
+        str(decoy / "solutions" / f"{problems[0].module}.py"),
+        str(root / "submissions" / "reference" / problems[0].learner_file.name),
+        str(root / "gradebook.json"), str(root / "gradebook.csv")))
     subs = battery.submissions
     subs.mkdir(parents=True)
     exp = battery.expected
@@ -932,6 +991,25 @@ def mismatches(doc: dict, battery: Battery, problems: list[manifest.Problem]) ->
                     found.append(f"{where}: {cp} passed ({want.get('pitfall')} must fail it)")
             if want.get("note") and not any(want["note"] in n for n in got.get("notes", [])):
                 found.append(f"{where}: no note about {want['note']!r}: {got.get('notes')}")
+    return found
+
+
+def notes_left(marker: str, uids: list[int]) -> list[str]:
+    """What ``leave_a_note`` left where another run could find it: files named with the
+    marker in the shared lock and memory folders, System V IPC objects the sandbox uids
+    made."""
+    found = [str(path) for folder in ("/run/lock", "/var/lock", "/dev/shm")
+             for path in Path(folder).glob(f"{marker}-note")]
+    for kind in ("-q", "-m"):
+        try:
+            out = subprocess.run(["ipcs", kind, "-c"], capture_output=True, text=True,
+                                 timeout=10).stdout
+        except (OSError, subprocess.SubprocessError):
+            continue
+        for line in out.splitlines():
+            words = line.split()
+            if words[:1] and words[0].isdigit() and any(str(uid) in words[1:5] for uid in uids):
+                found.append(f"ipcs {kind}: {line.strip()}")
     return found
 
 
