@@ -314,7 +314,8 @@ def test_discovery_finds_folders_nested_files_and_lone_files_and_refuses_links(t
 # -- the battery: every kind of submission, graded once -------------------------------------
 
 def _battery_names() -> list[str]:
-    names = ["reference", "skeleton", "nested", "empty", "dave", "mallory-link"]
+    names = ["reference", "skeleton", "nested", "empty", "dave", "mallory-link",
+             battery.FAKE_NAME.format(first=P01)]
     names += [f"alt-p01-{p.stem}" for p in sorted(P01.alternates_dir.glob("*.py"))]
     kinds = [k for k in battery.HOSTILE
              if ISOLATION != "none" or k not in battery.NEEDS_PRIVILEGE]
@@ -435,7 +436,7 @@ def test_the_battery_exports_one_gradescope_results_json_per_submission(graded, 
     exports.export(book, "gradescope", tmp_path / "gs", single=False)
     written = {path.parent.name: json.loads(path.read_text())
                for path in (tmp_path / "gs").glob("*/results.json")}
-    assert sorted(written) == sorted(exports.safe_name(name) for name in bat.expected)
+    assert sorted(written) == sorted(exports.export_names(list(bat.expected)).values())
     for name, results in written.items():
         _check_results_json(results, [P01])
         assert results["score"] == doc["rows"][name]["total"]
@@ -692,7 +693,7 @@ def test_csv_for_spreadsheets_escapes_formulas_and_can_carry_a_bom_and_messages(
     assert row[head.index("percent")] == "10.0"
     assert row[head.index("p01.timeout message")] == "'-1 items: @fault"
     assert row[head.index("p01.fifo message")] == ""
-    assert stat.S_IMODE(out.stat().st_mode) == 0o644
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
 
 
 def test_a_sigterm_midway_exits_130_and_the_summary_counts_only_what_finished(tmp_path):
@@ -734,9 +735,14 @@ def test_gradescope_export_reuses_the_gradebook_of_an_earlier_csv_batch(graded, 
     assert len(list((tmp_path / "gs").glob("*/results.json"))) == len(bat.expected)
 
 
-def test_the_gradebook_is_readable_by_the_instructor(graded):
+def test_the_gradebook_and_its_exports_are_readable_by_the_instructor_only(graded, tmp_path):
     bat, doc, out, seconds = graded
-    assert stat.S_IMODE((bat.root / "gradebook.json").stat().st_mode) == 0o644
+    assert stat.S_IMODE((bat.root / "gradebook.json").stat().st_mode) == 0o600
+    assert stat.S_IMODE((bat.root / "gradebook-report.json").stat().st_mode) == 0o600
+    book = gradebook.Gradebook(bat.root / "gradebook.json", [P01])
+    exports.export(book, "gradescope", tmp_path / "gs", single=False)
+    assert {stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "gs").glob("*/results.json")} \
+        == {0o600}
 
 
 def test_without_a_terminal_each_finished_pair_prints_one_line(graded):
@@ -809,3 +815,131 @@ def test_run_autograder_writes_a_valid_zero_results_json_when_the_grader_fails(t
     doc = json.loads((base / "results" / "results.json").read_text())
     assert doc["score"] == 0 and doc["tests"] == [] and "exited with status 3" in doc["output"]
     assert "workbook autograder:" in out.stdout
+
+
+# -- every input handled (issue 22, class 4) ------------------------------------------------
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="uid locks are taken as root only")
+def test_the_uid_locks_live_in_a_folder_of_their_own_and_a_squatted_path_is_skipped(
+        tmp_path, monkeypatch):
+    open_folder = tmp_path / "open"
+    open_folder.mkdir(mode=0o777)
+    open_folder.chmod(0o777)
+    locks = tmp_path / "locks"
+    monkeypatch.setattr(sandbox, "LOCK_FOLDERS", (str(open_folder), str(locks)))
+    assert sandbox.lock_folder() == str(locks)  # the world-writable one is passed over
+    assert stat.S_IMODE(locks.stat().st_mode) == 0o700
+    monkeypatch.setattr(sandbox, "UID_BASE", 63100)  # clear of the uids other graders use
+    (locks / "63100.lock").mkdir()  # something squats the first uid's lock path
+    with sandbox.UidClaim(2) as claim:
+        assert 63100 not in claim.uids and len(claim.uids) == 2
+    monkeypatch.setattr(sandbox, "LOCK_FOLDERS", (str(open_folder),))
+    with pytest.raises(sandbox.IsolationError, match="not a folder of this user's alone"):
+        sandbox.UidClaim(1)
+
+
+def test_discovery_walks_1100_nested_folders_without_recursion(tmp_path):
+    deep = tmp_path / "deep"
+    deep.mkdir()
+    fd = os.open(deep, os.O_RDONLY)
+    try:
+        for _ in range(1100):  # by descriptor: the whole path is longer than PATH_MAX
+            os.mkdir("d", dir_fd=fd)
+            inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        os.close(os.open(P01.learner_file.name, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+    finally:
+        os.close(fd)
+    (tmp_path / "ann").mkdir()
+    (tmp_path / "ann" / P01.learner_file.name).write_text("x = 1\n")
+    found = {s.name: s for s in discovery.discover(tmp_path, [P01])}
+    assert sorted(found) == ["ann", "deep"]
+    assert found["deep"].files == {} and "p01" in found["ann"].files
+
+
+def test_a_400_term_expression_is_compared_for_similarity_without_a_crash(tmp_path):
+    long_sum = "TOTAL = " + " + ".join(f"v{i}" for i in range(400)) + "\n"
+    subs = []
+    for name in ("ann", "bob"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / P01.learner_file.name).write_text(long_sum)
+        subs.append(discovery.discover(tmp_path, [P01])[-1])
+    report = exports.similarity(discovery.discover(tmp_path, [P01]), [P01])
+    assert report["p01"]["identical"] == [["ann", "bob"]]
+
+
+def test_similar_names_export_to_different_folders(tmp_path):
+    book = _book(tmp_path, {"bob": _entry(passed=("p01.fifo", "p01.timeout")),
+                            "bob.": _entry(passed=())})
+    exports.export(book, "gradescope", tmp_path / "gs", single=False)
+    names = exports.export_names(["bob", "bob."])
+    assert len(set(names.values())) == 2 and names["bob"] == "bob"
+    scores = {folder.name: json.loads((folder / "results.json").read_text())["score"]
+              for folder in (tmp_path / "gs").iterdir()}
+    assert scores == {"bob": book.rows["bob"].total, names["bob."]: 0}
+    assert book.rows["bob"].total > 0
+
+
+def test_a_run_that_poses_as_the_sandbox_failing_is_not_taken_for_it(tmp_path):
+    """The sandbox's own failures come on a channel the run never holds: printing its text
+    and exiting 125 is the run's own failure; a real one (an exec that fails) is reported."""
+    with sandbox.UidClaim(0 if ISOLATION == "none" else 1) as claim:
+        uid = (claim.uids or [None])[0]
+        with sandbox.Stage(sandbox.Harness(()), "x", b"", uid) as stage:
+            spoof = sandbox.run(stage, [sys.executable, "-c",
+                                        "import sys; print('workbook sandbox: [bold]broken');"
+                                        " sys.exit(125)"],
+                                sandbox.Limits.for_wall(60), iso=ISOLATION, uid=uid)
+            real = sandbox.run(stage, [str(tmp_path / "no-such-program")],
+                               sandbox.Limits.for_wall(60), iso=ISOLATION, uid=uid)
+    assert spoof.exit_code == 125 and "workbook sandbox:" in spoof.output
+    assert spoof.sandbox_error is None
+    assert real.sandbox_error and "no-such-program" in real.sandbox_error
+
+
+def test_names_and_messages_print_as_text_in_the_terminal_the_log_and_the_exports(tmp_path):
+    from rich.console import Console
+
+    from workbook.grading import batch
+    evil = battery.FAKE_NAME.format(first=P01)
+    shown = batch.shown(evil)
+    assert "\n" not in shown and "\x1b" not in shown and "\r" not in shown
+    console = Console(file=io.StringIO(), highlight=False, color_system=None, width=300)
+    console.print(f"[red]{shown}[/red]")  # no markup error, nothing restyled
+    printed = console.file.getvalue()
+    assert "[bold green]" in printed and printed.count("\n") == 1
+    book = _book(tmp_path, {evil: _entry(message="\x1b[31mred\x1b[0m")})
+    text = exports.csv_text(book, messages=True)
+    assert "\x1b" not in text and "\\x1b[31mred" in text
+    results = exports.gradescope_results(book.rows[evil], [P01])
+    assert not any("\x1b" in t["output"] for t in results["tests"])
+
+
+def test_notes_are_capped_per_test():
+    trusted = [(n, c) for n, c in battery.collection_order(P01)][:1]
+    records = [protocol.Start(), protocol.Collected(1), protocol.Item(*trusted[0])]
+    records += [protocol.Note(trusted[0][1], f"note {i}") for i in range(1000)]
+    records += [protocol.TestDone(*trusted[0]), protocol.End()]
+    kept = judging._capped(protocol.honest_order(records, trusted).accepted)
+    notes = [r.text for r in kept if isinstance(r, protocol.Note)]
+    assert len(notes) == judging.NOTES_PER_TEST + 1
+    assert notes[-1] == f"({1000 - judging.NOTES_PER_TEST} more notes not kept)"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs a file of another user")
+def test_a_hard_link_to_a_root_only_file_is_refused(tmp_path):
+    secret = tmp_path / "secret.py"
+    secret.write_text("ANSWER = 42\n")
+    secret.chmod(0o600)
+    ann = tmp_path / "subs" / "ann"
+    ann.mkdir(parents=True)
+    os.chown(ann, 1000, 1000)  # the student's own folder
+    (ann / P01.learner_file.name).write_text("from helper import ANSWER\n")
+    os.chown(ann / P01.learner_file.name, 1000, 1000)
+    os.link(secret, ann / "helper.py")
+    (sub,) = discovery.discover(tmp_path / "subs", [P01])
+    assert sub.files and "helper.py" not in sub.helpers("p01")
+    os.link(secret, tmp_path / "subs" / f"bob_{P01.module}.py")
+    bob = next(s for s in discovery.discover(tmp_path / "subs", [P01]) if s.name == "bob")
+    assert "hard link" in bob.refused["p01"]

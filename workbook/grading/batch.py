@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
 from rich.table import Column, Table
@@ -35,6 +36,14 @@ from workbook.grading.sandbox import runner
 
 console = Console(highlight=False)
 errors = Console(stderr=True, highlight=False)
+
+
+def shown(text: object) -> str:
+    """Text that came from a submission (a name, a reason, a message) made safe to print in
+    a terminal or a log: control characters (newlines, ANSI escapes) shown as escapes, and
+    rich markup escaped, so it can neither fake a line nor restyle or abort the output."""
+    cleaned = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+    return escape(cleaned)
 
 
 def default_jobs() -> int:
@@ -119,7 +128,7 @@ def main(argv: list[str]) -> int:
         with contextlib.ExitStack() as stack:
             return _grade(args, stack)
     except (GradeError, runner.IsolationError) as exc:
-        errors.print(f"[red]error:[/red] {exc}")
+        errors.print(f"[red]error:[/red] {shown(exc)}")
         return 2
 
 
@@ -237,7 +246,7 @@ def _run_plan(plan: Plan, book: Gradebook, limits, harness, iso: str, uids: list
     def work(sub: Submission, p: manifest.Problem) -> Entry | None:
         if stopping.is_set():
             return None
-        progress.update(task, description=f"{sub.name} · {p.id}")
+        progress.update(task, description=f"{shown(sub.name)} · {p.id}")
         return grade_pair(p, sub, trusted[p.id], harness[p.id], limits[p.id], iso, slot.uid)
 
     pool = ThreadPoolExecutor(max_workers=args.jobs, thread_name_prefix="grade",
@@ -274,12 +283,13 @@ def _finished(plan: Plan, book: Gradebook, sub: Submission, p: manifest.Problem,
     try:
         entry = future.result()
     except Exception as exc:  # noqa: BLE001 - the grader's fault: report, go on
-        entry, line = None, f"could not grade {sub.name}/{p.id}: {type(exc).__name__}: {exc}"
+        entry = None
+        line = f"could not grade {shown(sub.name)}/{p.id}: {type(exc).__name__}: {shown(exc)}"
         plan.failed.append(f"{sub.name}/{p.id}")  # left pending: the next run retries it
     else:
         book.record(sub.name, p.id, entry, fp)
-        line = (f"{sub.name}/{p.id}: {entry.status} {entry.score}/{entry.max_score}"
-                + (f" ({entry.reason})" if entry.reason else ""))
+        line = (f"{shown(sub.name)}/{p.id}: {entry.status} {entry.score}/{entry.max_score}"
+                + (f" ({shown(entry.reason)})" if entry.reason else ""))
     if not console.is_terminal and not quiet:  # a log line per pair, for CI and LMSs
         print(f"[{plan.done}/{len(plan.todo)}] {line}", flush=True)
     elif entry is None:
@@ -334,9 +344,10 @@ def similarity_view(data: dict) -> Table:
     table = _table("Similar submissions", "problem", "submissions", _right("alike"))
     for pid, info in data.items():
         for group in info["identical"]:
-            table.add_row(pid, ", ".join(group), "same after normalising")
+            table.add_row(pid, ", ".join(map(shown, group)), "same after normalising")
         for pair in info["similar"]:
-            table.add_row(pid, f"{pair['a']}, {pair['b']}", f"{pair['percent']:.0f} %")
+            table.add_row(pid, f"{shown(pair['a'])}, {shown(pair['b'])}",
+                          f"{pair['percent']:.0f} %")
     if not table.rows:
         table.add_row("–", "no two submissions are alike above the threshold", "")
     return table

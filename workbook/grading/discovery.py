@@ -19,6 +19,8 @@ from workbook import manifest
 MAX_FILE = 1 << 20
 #: Helper modules beside a learner file: at most this many files, this many bytes in all.
 MAX_HELPERS, MAX_HELPER_BYTES = 64, 4 << 20
+#: How deep inside a submission learner files and helper packages are looked for.
+MAX_DEPTH = 16
 #: Folders never searched for learner files inside a submission.
 SKIP_DIRS = {"__pycache__", "__MACOSX", "node_modules", ".git", ".venv"}
 
@@ -132,13 +134,29 @@ def _file_submission(path: Path, problems: list[manifest.Problem]) -> Submission
 
 
 def _walk(folder: Path, packages_only: bool = False):
-    """``(folder, sorted file names)`` for ``folder`` and its subfolders (links not followed,
-    hidden ones and ``SKIP_DIRS`` left out; ``packages_only``: only packages)."""
-    for current, dirs, files in os.walk(folder, followlinks=False):
-        here = Path(current)
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS
-                         and (not packages_only or (here / d / "__init__.py").is_file()))
-        yield here, sorted(files)
+    """``(folder, sorted file names)`` for ``folder`` and its subfolders, shallowest first, at
+    most ``MAX_DEPTH`` deep (links not followed, hidden ones and ``SKIP_DIRS`` left out;
+    ``packages_only``: only packages).  Iterative, and a folder that cannot be read is
+    skipped: no nesting or unreadable folder stops a batch."""
+    pending = [(folder, 0)]
+    while pending:
+        here, depth = pending.pop(0)
+        try:
+            with os.scandir(here) as entries:
+                listed = [(e.name, e.is_dir(follow_symlinks=False),
+                           e.is_file(follow_symlinks=False)) for e in entries]
+        except OSError:
+            continue
+        files = sorted(name for name, _, is_file in listed if is_file)
+        yield here, files
+        if depth >= MAX_DEPTH:
+            continue
+        for name in sorted(name for name, is_dir, _ in listed if is_dir):
+            if name.startswith(".") or name in SKIP_DIRS:
+                continue
+            if packages_only and not os.path.isfile(os.path.join(here, name, "__init__.py")):
+                continue
+            pending.append((here / name, depth + 1))
 
 
 def _find(folder: Path, filename: str) -> Path | None:
@@ -158,4 +176,14 @@ def _refusal(path: Path) -> str | None:
         return "not a regular file"
     if info.st_size > MAX_FILE:
         return f"too large ({info.st_size} bytes; the limit is {MAX_FILE})"
+    if info.st_nlink > 1:
+        # A hard link can name any file of the same filesystem: one the grader (root) may
+        # read and the submission's author may not.  Only a link to a file of the folder's
+        # owner that anyone may read is taken.
+        try:
+            folder_owner = os.lstat(path.parent).st_uid
+        except OSError:
+            folder_owner = -1
+        if info.st_uid != folder_owner or not info.st_mode & stat.S_IROTH:
+            return "a hard link to a file of another user or not readable by all (refused)"
     return None

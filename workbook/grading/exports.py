@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import hashlib
 import io
 import itertools
 import json
@@ -25,11 +26,19 @@ def _entry(row: Row, problem: manifest.Problem) -> Entry:
     return row.problems.get(problem.id) or Entry.placeholder(problem, "not_submitted")
 
 
+def plain(text: str) -> str:
+    """``text`` with every control character but newline and tab shown as an escape (an
+    ANSI sequence in a name or a message cannot restyle a terminal that shows the file)."""
+    return "".join(c if c.isprintable() or c in "\n\t" else repr(c)[1:-1] for c in text)
+
+
 def _cell(value: object) -> object:
     """A text cell that starts like a formula is prefixed with ``'`` so no spreadsheet
     evaluates it; numbers stay numbers."""
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
-        return "'" + value
+    if isinstance(value, str):
+        value = plain(value)
+        if value.startswith(_FORMULA_START):
+            return "'" + value
     return value
 
 
@@ -81,12 +90,28 @@ def gradescope_results(row: Row, problems: list[manifest.Problem]) -> dict:
                 "output": detail + (f"\nLooks like: {cp.pitfall}" if cp.pitfall else ""),
                 "visibility": "visible",
             })
-    return {"score": sum(t["score"] for t in tests), "output": "\n".join(lines),
+    for test in tests:
+        test["output"] = plain(test["output"])
+    return {"score": sum(t["score"] for t in tests), "output": plain("\n".join(lines)),
             "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}
 
 
 def safe_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name).strip(".") or "_"
+
+
+def export_names(names: list[str]) -> dict[str, str]:
+    """A folder name for each submission, unique however alike the names are (``bob`` and
+    ``bob.``): a name that is not already safe gets a short hash of itself appended."""
+    out: dict[str, str] = {}
+    taken: set[str] = set()
+    for name in sorted(names, key=lambda n: (safe_name(n) != n, n)):
+        safe = safe_name(name)
+        if safe != name or safe in taken:
+            safe = f"{safe}-{hashlib.sha256(name.encode('utf-8', 'surrogateescape')).hexdigest()[:8]}"
+        out[name] = safe
+        taken.add(safe)
+    return out
 
 
 def export(book: Gradebook, fmt: str, out: Path, *, single: bool, excel: bool = False,
@@ -95,8 +120,10 @@ def export(book: Gradebook, fmt: str, out: Path, *, single: bool, excel: bool = 
         text = csv_text(book, messages=messages)
         atomic_write(out, (("\ufeff" if excel else "") + text).encode("utf-8"))
     elif fmt == "gradescope":
-        for row in book.sorted_rows()[:1] if single else book.sorted_rows():
-            path = out if single else out / safe_name(row.submission) / "results.json"
+        rows = book.sorted_rows()[:1] if single else book.sorted_rows()
+        folders = export_names([row.submission for row in rows])
+        for row in rows:
+            path = out if single else out / folders[row.submission] / "results.json"
             atomic_write(path, json.dumps(gradescope_results(row, book.problems),
                                           indent=1).encode())
     # json: the gradebook itself is the export

@@ -2,8 +2,8 @@
 
 Every pair of a batch is in the gradebook from the start: ``pending`` until its run finishes,
 so an interrupted batch never shows unfinished work as a score.  The file is replaced
-atomically (a reader or a crash sees the old or the new book, never half of each) and is
-readable by its owner's group and others (0644, as any exported file).
+atomically (a reader or a crash sees the old or the new book, never half of each) and, like
+every export, is readable by its owner only (0600: it holds every name, score and hash).
 """
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
+def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Replace ``path`` with ``data``: old or new, never half of each; ``mode`` as given."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)

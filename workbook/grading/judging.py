@@ -21,6 +21,30 @@ from workbook.grading.sandbox import runner
 
 #: How much output an error entry keeps (the tail), for the instructor's eyes only.
 OUTPUT_KEPT = 1500
+#: Notes kept per test (a run that sends 100 000 would otherwise fill the gradebook).
+NOTES_PER_TEST = 10
+
+
+def _capped(records: list[protocol.Record]) -> list[protocol.Record]:
+    """The accepted records with at most ``NOTES_PER_TEST`` notes per test; one more note
+    says how many were dropped."""
+    out: list[protocol.Record] = []
+    notes = dropped = 0
+    for rec in records:
+        if isinstance(rec, protocol.Note):
+            notes += 1
+            if notes > NOTES_PER_TEST:
+                dropped += 1
+                continue
+        elif isinstance(rec, (protocol.TestDone, protocol.End)):
+            if dropped:
+                out.append(protocol.Note(last_note.checkpoint,
+                                         f"({dropped} more notes not kept)"))
+            notes = dropped = 0
+        if isinstance(rec, protocol.Note):
+            last_note = rec
+        out.append(rec)
+    return out
 
 
 class GradeError(Exception):
@@ -86,7 +110,8 @@ def judge(problem: manifest.Problem, outcome: runner.Outcome,
     for nodeid, cp in trusted:
         collected.setdefault(cp, []).append(nodeid)
     result = run.result_from_records(problem, target, [
-        {"event": "collected", "tests": collected}, *map(protocol.to_dict, verdict.accepted)],
+        {"event": "collected", "tests": collected},
+        *map(protocol.to_dict, _capped(verdict.accepted))],
         limit=limits.wall)
     reported = Counter(r.checkpoint for r in verdict.accepted if isinstance(r, protocol.TestDone))
 

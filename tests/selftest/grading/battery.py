@@ -686,6 +686,15 @@ for _h_kind in ("-Q", "-M"):
         pass
 ''', reference(p)),
 
+    # Prints the grader's own failure text (with rich markup) and exits with the sandbox's
+    # "could not start" code: the row must be the submission's failure, never pending.
+    "spoof_own_failure": lambda p, ctx: with_prelude('''
+import os as _h_os, sys as _h_sys
+_h_sys.stderr.write("workbook sandbox: [bold red]the sandbox could not start the run[/]\\n")
+_h_sys.stderr.flush()
+_h_os._exit(125)
+''', reference(p)),
+
     # Asserts the sandbox from inside: a correct solution that fails to import otherwise.
     "sandbox_probe": lambda p, ctx: with_prelude(f'''
 import os as _h_os, resource as _h_resource, socket as _h_socket
@@ -732,6 +741,11 @@ HELPERS = {
     "helper_before_guard": {"org/__init__.py": _PATCH_REPORTS_AT_IMPORT,
                             "org/python/__init__.py": "", "msvcrt.py": _PATCH_REPORTS_AT_IMPORT},
 }
+
+
+#: A submission folder whose name carries rich markup, a newline and ANSI codes: printed
+#: as is, it would fake a finished "ok 100/100" line in the log and restyle the terminal.
+FAKE_NAME = "eve\x1b[2K\r[bold green]\n[1] reference·{first.id}: ok 100 of 100[/]"
 
 
 def decoy_checkout(marker: str) -> Path:
@@ -839,6 +853,7 @@ def _hostile_expectation(kind: str, p: manifest.Problem) -> dict:
         "forge_with_the_reporter": zero_error("import error", "tampered"),
         "forge_via_reporter_fields": _full(p),
         "read_elsewhere": {"status": "ok", "score": 0},
+        "spoof_own_failure": zero_error("incomplete"),
         "leave_a_note": _full(p),
         "helper_before_guard": {"status": "ok", "score": 0},
         "settrace_condition": zero_error("tampered"),
@@ -881,6 +896,9 @@ def build(root: Path, problems: list[manifest.Problem], *, count: int | None = N
     first = problems[0]
     (subs / f"dave_{first.module}.py").write_text(reference(first), "utf-8")
     add("dave", {first.id: _full(first)})
+    fake = FAKE_NAME.format(first=first)
+    _write(subs / fake, first, skeleton(first))
+    add(fake, {first.id: {"status": "ok", "score": 0}})
     link = subs / "mallory-link"
     link.mkdir()
     (link / first.learner_file.name).symlink_to(first.solution_file)

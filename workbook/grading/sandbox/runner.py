@@ -25,6 +25,7 @@ import os
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -84,6 +85,49 @@ class Limits:
         return cls(wall=wall, import_wall=min(import_wall, wall), cpu=int(wall) + 10)
 
 
+#: Where the uid locks live: a folder of root's alone (0700), so no one else can put a
+#: directory, a link or a held lock at a uid's path.  The first of these that is, or can be
+#: made, such a folder is used.
+LOCK_FOLDERS = ("/run/workbook-sandbox", "/var/lib/workbook-sandbox")
+
+
+def lock_folder() -> str:
+    """The uid locks' folder, owned by this user and closed to everyone else."""
+    problems = []
+    for folder in LOCK_FOLDERS:
+        try:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            info = os.lstat(folder)
+        except OSError as exc:
+            problems.append(f"{folder}: {exc.strerror}")
+            continue
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() \
+                and not info.st_mode & 0o077:
+            return folder
+        problems.append(f"{folder} is not a folder of this user's alone (mode 0700)")
+    raise IsolationError("no folder for the sandbox uid locks: " + "; ".join(problems))
+
+
+def _legacy_lock(uid: int) -> int | None | bool:
+    """The lock older graders took for ``uid`` (in the shared /run/lock), taken too so that
+    they and this one never share a uid: its descriptor, False if another holds it, None
+    if there is none to take (no such folder, or something else at the path)."""
+    try:
+        fd = os.open(f"/run/lock/workbook-sandbox-{uid}.lock",
+                     os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return False
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
 class UidClaim(contextlib.ExitStack):
     """Sandbox uids held by this process alone, machine-wide: one ``flock`` per uid.
 
@@ -94,19 +138,27 @@ class UidClaim(contextlib.ExitStack):
     def __init__(self, count: int) -> None:
         super().__init__()
         self.uids: list[int] = []
-        locks = next((d for d in ("/run/lock", "/var/lock")
-                      if os.path.isdir(d) and os.access(d, os.W_OK)), tempfile.gettempdir())
+        locks = lock_folder() if count else None
         for uid in range(UID_BASE, UID_BASE + UID_POOL):
             if len(self.uids) == count:
                 break
-            fd = os.open(f"{locks}/workbook-sandbox-{uid}.lock",
-                         os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fd = os.open(f"{locks}/{uid}.lock",
+                             os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+            except OSError:  # something else sits at that path: not this uid
+                continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+            except OSError:
+                os.close(fd)
+                continue
+            legacy = _legacy_lock(uid)
+            if legacy is False:  # a grader of an older version holds this uid
                 os.close(fd)
                 continue
             self.callback(os.close, fd)
+            if legacy is not None:
+                self.callback(os.close, legacy)
             self.uids.append(uid)
         if len(self.uids) < count:
             self.close()
@@ -469,14 +521,16 @@ def _cgroup_bases(limits: Limits):
 
 
 def _sandboxed(mode: str, uid: int | None, stage: Stage, limits: Limits,
-               argv: list[str], cgroups: list[str] | None = None) -> list[str]:
+               argv: list[str], cgroups: list[str] | None = None,
+               status_fd: int | None = None) -> list[str]:
     """The command that runs ``argv`` on ``stage`` inside the sandbox."""
     nproc = limits.processes
     if uid is None:  # RLIMIT_NPROC counts every process of the user: leave room for theirs
         nproc += sum(int(status.get("Threads", "1")) for _, status in _statuses(os.getuid()))
     namespaces = mode == "namespaces"
     config = {
-        "mode": mode, "uid": uid, "gid": uid, "work": str(stage.work), "cgroups": cgroups,
+        "mode": mode, "uid": uid, "gid": uid, "work": str(stage.work), "cgroups": cgroups or [],
+        "status_fd": status_fd,
         "work_size": limits.work_size,
         "view": {**allowed_view(), "stage": str(stage.dir), "etc": str(stage.dir / ETC),
                  "etc_files": sorted(_ETC)} if namespaces else None,
@@ -507,6 +561,9 @@ def run(stage: Stage, argv: list[str], limits: Limits, *, iso: str, uid: int | N
     report_r, report_w = os.pipe()
     key_r, key_w = os.pipe()
     out_r, out_w = os.pipe()
+    # The trampoline's own failures come on a pipe of their own that the run never holds
+    # (closed at its exec): whatever the run prints, or its exit code, cannot pose as one.
+    status_r, status_w = os.pipe()
     os.write(key_w, key)
     os.close(key_w)
     work = str(stage.work)
@@ -525,11 +582,13 @@ def run(stage: Stage, argv: list[str], limits: Limits, *, iso: str, uid: int | N
     drain = OutputDrain(out_r)
     try:
         proc = subprocess.Popen(_sandboxed(iso, uid, stage, limits, argv,
-                                           [str(d) for d in group.dirs] if group else []),
+                                           [str(d) for d in group.dirs] if group else [],
+                                           status_w),
                                 stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w,
-                                pass_fds=(report_w, key_r), env=env, start_new_session=True)
+                                pass_fds=(report_w, key_r, status_w), env=env,
+                                start_new_session=True)
     finally:
-        for fd in (report_w, key_r, out_w):
+        for fd in (report_w, key_r, out_w, status_w):
             os.close(fd)
     with _LIVE_LOCK:
         _LIVE.add(proc)
@@ -555,12 +614,14 @@ def run(stage: Stage, argv: list[str], limits: Limits, *, iso: str, uid: int | N
             reader.join(5)
             drain.join(5)
     code = proc.returncode  # never None: proc.wait() returned
-    sandbox_error = None
-    if code == 125 and not reader.records:
-        # The trampoline failed before pytest started (a learner's own exit code 125 comes
-        # after the authenticated "start" record, so it cannot pose as this).
-        lines = [ln for ln in drain.text().splitlines() if ln.startswith("workbook sandbox:")]
-        sandbox_error = lines[-1] if lines else "the sandbox could not start the run"
+    os.set_blocking(status_r, False)
+    try:
+        status = os.read(status_r, 4096).decode("utf-8", "replace").strip()
+    except BlockingIOError:  # nothing written, a copy still open somewhere: no failure
+        status = ""
+    finally:
+        os.close(status_r)
+    sandbox_error = status.splitlines()[-1] if status else None
     return Outcome(
         records=list(reader.records), forged=reader.forged, violation=reader.violation,
         timed_out=timed_out, exit_code=code, output=drain.text(), output_bytes=drain.total,
