@@ -853,9 +853,29 @@ def test_discovery_walks_1100_nested_folders_without_recursion(tmp_path):
         os.close(fd)
     (tmp_path / "ann").mkdir()
     (tmp_path / "ann" / P01.learner_file.name).write_text("x = 1\n")
-    found = {s.name: s for s in discovery.discover(tmp_path, [P01])}
+    try:
+        found = {s.name: s for s in discovery.discover(tmp_path, [P01])}
+    finally:
+        _remove_nested(deep)  # shutil.rmtree (and pytest's cleanup) would recurse too deep
     assert sorted(found) == ["ann", "deep"]
     assert found["deep"].files == {} and "p01" in found["ann"].files
+
+
+def _remove_nested(top: Path) -> None:
+    """Remove a chain of folders ``top/d/d/...`` bottom up, by descriptor, without recursion."""
+    fds = [os.open(top, os.O_RDONLY)]
+    while True:
+        try:
+            fds.append(os.open("d", os.O_RDONLY, dir_fd=fds[-1]))
+        except FileNotFoundError:
+            break
+    for name in os.listdir(fds[-1]):
+        os.unlink(name, dir_fd=fds[-1])
+    while len(fds) > 1:
+        os.close(fds.pop())
+        os.rmdir("d", dir_fd=fds[-1])
+    os.close(fds[0])
+    top.rmdir()
 
 
 def test_a_400_term_expression_is_compared_for_similarity_without_a_crash(tmp_path):
