@@ -143,15 +143,15 @@ def _walk(folder: Path, packages_only: bool = False):
         here, depth = pending.pop(0)
         try:
             with os.scandir(here) as entries:
-                listed = [(e.name, e.is_dir(follow_symlinks=False),
-                           e.is_file(follow_symlinks=False)) for e in entries]
+                listed = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
         except OSError:
             continue
-        files = sorted(name for name, _, is_file in listed if is_file)
+        # Everything but folders (links too: the caller refuses them with a reason).
+        files = sorted(name for name, is_dir in listed if not is_dir)
         yield here, files
         if depth >= MAX_DEPTH:
             continue
-        for name in sorted(name for name, is_dir, _ in listed if is_dir):
+        for name in sorted(name for name, is_dir in listed if is_dir):
             if name.startswith(".") or name in SKIP_DIRS:
                 continue
             if packages_only and not os.path.isfile(os.path.join(here, name, "__init__.py")):

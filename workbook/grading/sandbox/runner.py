@@ -472,8 +472,13 @@ class RunGroup:
                         return True
         return False
 
-    def remove(self) -> int:
-        """Kill what is still in it, then remove it; how many processes were left."""
+    def remove(self, grace: float = 3.0) -> int:
+        """Kill what is still in it, then remove it; how many processes were left.
+        ``grace``: seconds for processes already on their way out (bubblewrap's init and
+        what its PID namespace held die once the run's process group is killed) to go."""
+        settle = time.monotonic() + grace
+        while self.processes() and time.monotonic() < settle:
+            time.sleep(0.02)
         left = self.processes()
         deadline = time.monotonic() + 10
         while self.processes() and time.monotonic() < deadline:
