@@ -670,7 +670,8 @@ def test_unfinished_pairs_read_pending_in_every_export_and_count_nowhere(tmp_pat
     book = _book(tmp_path, {"ann": _entry(passed=("p01.fifo",)),
                             "bob": gradebook.Entry.placeholder(P01, "pending")})
     rows = list(csv.reader(io.StringIO(exports.csv_text(book))))
-    assert rows[2][:2] == ["bob", "pending"] and rows[2][6:8] == ["0", "pending"]
+    assert rows[2][:2] == ["bob", "pending"] and rows[2][6:8] == ["", "pending"]
+    assert rows[2][3] == rows[2][5] == ""  # no total, no percent: nothing is known yet
     doc = json.loads((tmp_path / "g.json").read_text())
     assert doc["rows"]["bob"]["status"] == "pending"
     results = exports.gradescope_results(book.rows["bob"], [P01])
@@ -963,3 +964,21 @@ def test_a_hard_link_to_a_root_only_file_is_refused(tmp_path):
     os.link(secret, tmp_path / "subs" / f"bob_{P01.module}.py")
     bob = next(s for s in discovery.discover(tmp_path / "subs", [P01]) if s.name == "bob")
     assert "hard link" in bob.refused["p01"]
+
+
+def test_fresh_keeps_each_earlier_result_until_its_pair_is_redone(tmp_path):
+    from workbook.grading import batch
+    (tmp_path / "subs" / "ann").mkdir(parents=True)
+    (tmp_path / "subs" / "ann" / P01.learner_file.name).write_text("x = 1\n")
+    subs = discovery.discover(tmp_path / "subs", [P01])
+    harness = {"p01": sandbox.Harness.snapshot(P01)}
+    limits = {"p01": sandbox.Limits.for_wall(20)}
+    book = gradebook.Gradebook(tmp_path / "g.json", [P01])
+    done = _entry(passed=("p01.fifo",))
+    fp = f"{subs[0].fingerprint('p01')}:{harness['p01'].fingerprint}:20"
+    book.record("ann", "p01", done, fp)
+    assert batch._plan(subs, [P01], book, limits, harness).todo == []  # resume: skipped
+    plan = batch._plan(subs, [P01], book, limits, harness, fresh=True)
+    assert [(s.name, p.id) for s, p, _ in plan.todo] == [("ann", "p01")]
+    saved = json.loads((tmp_path / "g.json").read_text())["rows"]["ann"]["problems"]["p01"]
+    assert saved["status"] == "ok" and saved["score"] == done.score  # not 'pending' meanwhile

@@ -157,9 +157,9 @@ def _grade(args, stack: contextlib.ExitStack) -> int:
         book = Gradebook(state, problems, {
             "submissions_dir": str(args.submissions.resolve()), "isolation": iso,
             "harness": {pid: h.fingerprint for pid, h in harness.items()},
-            "sandbox_uids": claim.uids}, fresh=args.fresh)
+            "sandbox_uids": claim.uids})
         book.keep_only({s.name for s in submissions})  # rows of vanished submissions go
-        plan = _plan(submissions, problems, book, limits, harness)
+        plan = _plan(submissions, problems, book, limits, harness, fresh=args.fresh)
         interrupted = _run_plan(plan, book, limits, harness, iso, claim.uids, args)
     exports.export(book, fmt, out, single=args.single, excel=args.excel,
                    messages=args.messages)
@@ -180,8 +180,10 @@ def _grade(args, stack: contextlib.ExitStack) -> int:
             console.print(similarity_view(extra["similarity"]))
         console.print(f"class insight and similarity: {report}")
     if interrupted:
+        again = "again without --fresh" if args.fresh else "again"
         console.print("[yellow]interrupted:[/yellow] finished pairs are saved; unfinished ones "
-                      "are 'pending'. Run the same command again to go on from here.")
+                      f"are 'pending' (or keep their earlier result). Run the command {again} "
+                      "to go on from here.")
         return 130
     if plan.failed:
         errors.print(f"[red]{len(plan.failed)} run(s) could not be graded[/red] (the grader's "
@@ -204,14 +206,20 @@ def _only_writer(state: Path):
         yield
 
 
-def _plan(submissions, problems, book: Gradebook, limits, harness) -> Plan:
+def _plan(submissions, problems, book: Gradebook, limits, harness, fresh: bool = False) -> Plan:
     """Every pair into the gradebook: finished ones kept, instant ones (not submitted,
-    refused) recorded, the rest ``pending`` and queued."""
+    refused) recorded, the rest ``pending`` and queued.  ``fresh``: every pair is queued
+    again, but a finished result stays in the gradebook until its pair is redone (an
+    interrupted ``--fresh`` loses nothing)."""
     plan = Plan()
     for sub in submissions:
         for p in problems:
             fp = f"{sub.fingerprint(p.id)}:{harness[p.id].fingerprint}:{limits[p.id].wall:g}"
-            if book.finished(sub.name, p.id, fp):
+            if fresh and p.id in sub.files and p.id not in sub.refused \
+                    and book.finished(sub.name, p.id, fp):
+                plan.todo.append((sub, p, fp))  # redone; the old result shows until then
+                continue
+            if book.finished(sub.name, p.id, fp) and not fresh:
                 if p.id in sub.files or p.id in sub.refused:  # not "not submitted"
                     plan.skipped += 1
                 continue

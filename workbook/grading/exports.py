@@ -55,13 +55,17 @@ def csv_text(book: Gradebook, *, messages: bool = False) -> str:
     writer.writerow(head)
     max_total = sum(p.points for p in book.problems)
     for row in book.sorted_rows():
-        line: list[object] = [row.submission, row.status, "; ".join(row.reasons), row.total,
-                              max_total, round(100 * row.total / max_total, 1) if max_total else 0]
+        pending = row.status == "pending"  # no figure yet: blank, never a 0 that looks real
+        line: list[object] = [row.submission, row.status, "; ".join(row.reasons),
+                              "" if pending else row.total, max_total,
+                              "" if pending else
+                              round(100 * row.total / max_total, 1) if max_total else 0]
         for p in book.problems:
             entry = _entry(row, p)
             failed = {cp.id: cp.message or "" for cp in entry.checkpoints if cp.status != "passed"}
-            line += [entry.score, entry.status,
-                     *(entry.points.get(cp.id, 0) for cp in p.checkpoints)]
+            blank = entry.status == "pending"
+            line += ["" if blank else entry.score, entry.status,
+                     *("" if blank else entry.points.get(cp.id, 0) for cp in p.checkpoints)]
             if messages:
                 line += [failed.get(cp.id, "") for cp in p.checkpoints]
         writer.writerow([_cell(v) for v in line])

@@ -17,10 +17,12 @@ submission is imported; an audit hook cannot be removed.  What is refused, and t
 
 "Outside the harness" is decided by the file of the code that asked: the staged harness and
 its tests, Python's library and the installed packages are trusted; the submission's files
-and code without a real file (``<string>``, ``exec``) are not.  For frames and tracebacks the
-direct caller decides (``typing.TypeVar``, ``namedtuple`` and ``logging`` ask for the
-caller's frame on the submission's behalf, which is fine); for the rest, where a correct
-solution has no business even indirectly, the nearest frame that is not library code decides.
+and code without a real file (``<string>``, ``exec``) are not.  For frames, tracing and
+tracebacks the direct caller decides (``typing.TypeVar``, ``namedtuple`` and ``logging`` ask
+for the caller's frame on the submission's behalf, pytest-timeout dumps every thread's stack
+from a signal handler that may interrupt the submission: both fine); for the rest, where a
+correct solution has no business even indirectly, the nearest frame that is not library
+code decides.
 
 Each refusal raises ``RuntimeError`` in the code that asked and is remembered: the reporter
 turns the first ones into a ``tampered`` record.
@@ -37,7 +39,7 @@ _STAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
 
 #: Events refused when the nearest non-library frame is not the harness's.
 _INDIRECT = frozenset({
-    "sys._current_frames", "sys._settraceallthreads",
+    "sys._settraceallthreads",
     "sys._setprofileallthreads", "sys.addaudithook",
     "gc.get_objects", "gc.get_referrers", "gc.get_referents",
     "ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.cdata",
@@ -46,8 +48,10 @@ _INDIRECT = frozenset({
 })
 #: Events refused when the direct caller is not trusted.
 #: (``sys.settrace``/``setprofile`` too: CPython raises them itself, from wherever the thread
-#: is, when it drops a trace or profile function that raised.)
-_DIRECT = frozenset({"sys._getframe", "sys.settrace", "sys.setprofile", "object.__getattr__",
+#: is, when it drops a trace or profile function that raised; and ``sys._current_frames``:
+#: pytest-timeout calls it from a signal handler, whose next frame is whatever ran.)
+_DIRECT = frozenset({"sys._getframe", "sys._current_frames", "sys.settrace",
+                     "sys.setprofile", "object.__getattr__",
                      "object.__setattr__", "compile", "code.__new__", "import"})
 _FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
 _FUNCTION_ATTRIBUTES = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
