@@ -982,3 +982,21 @@ def test_fresh_keeps_each_earlier_result_until_its_pair_is_redone(tmp_path):
     assert [(s.name, p.id) for s, p, _ in plan.todo] == [("ann", "p01")]
     saved = json.loads((tmp_path / "g.json").read_text())["rows"]["ann"]["problems"]["p01"]
     assert saved["status"] == "ok" and saved["score"] == done.score  # not 'pending' meanwhile
+
+
+def test_the_percent_is_out_of_the_assigned_problems_and_every_named_cause_counts(tmp_path):
+    p02 = manifest.get("p02")
+    book = gradebook.Gradebook(tmp_path / "g.json", [P01, p02])
+    entry = _entry(passed=("p01.fifo",))
+    fifo = next(cp for cp in entry.checkpoints if cp.id == "p01.timeout")
+    fifo.pitfall = "a_cause_of_a_wrong_variant"  # named by the checker, not a listed pitfall
+    book.record("ann", "p01", entry)
+    book.record("ann", "p02", gradebook.Entry.placeholder(p02, "not_submitted"))
+    rows = list(csv.reader(io.StringIO(exports.csv_text(book))))
+    head, row = rows
+    assert row[head.index("max_total")] == str(P01.points)  # nobody was given p02
+    assert json.loads((tmp_path / "g.json").read_text())["assigned"] == ["p01"]
+    causes = exports.insight(book)["p01"]["pitfalls"]
+    assert causes["a_cause_of_a_wrong_variant"]["checkpoints"] == ["p01.timeout"]
+    from workbook.grading import batch
+    batch.insight_view(exports.insight(book))  # an unlisted cause is shown, not a KeyError

@@ -338,10 +338,9 @@ def insight_view(data: dict) -> Table:
                    "pitfalls diagnosed (share of graded submissions)")
     for pid, info in data.items():
         by_checkpoint: dict[str, list[str]] = {}
-        problem = manifest.get(pid)
         for name, hit in info["pitfalls"].items():
-            for cp in problem.pitfall(name).fails:
-                by_checkpoint.setdefault(cp, []).append(f"{name} {hit['rate']:.0%}")
+            for cp in hit["checkpoints"]:
+                by_checkpoint.setdefault(cp, []).append(f"{shown(name)} {hit['rate']:.0%}")
         for cp_id, cp in info["checkpoints"].items():
             rate = "–" if cp["rate"] is None else f"{cp['rate']:.0%}"
             table.add_row(cp_id, rate, ", ".join(sorted(set(by_checkpoint.get(cp_id, [])))))

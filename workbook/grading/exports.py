@@ -53,7 +53,7 @@ def csv_text(book: Gradebook, *, messages: bool = False) -> str:
         if messages:
             head += [f"{cp.id} message" for cp in p.checkpoints]
     writer.writerow(head)
-    max_total = sum(p.points for p in book.problems)
+    max_total = book.max_total
     for row in book.sorted_rows():
         pending = row.status == "pending"  # no figure yet: blank, never a 0 that looks real
         line: list[object] = [row.submission, row.status, "; ".join(row.reasons),
@@ -145,15 +145,23 @@ def insight(book: Gradebook) -> dict:
         passes = Counter(cp.id for e in graded for cp in e.checkpoints if cp.status == "passed")
         hits = Counter(name for e in graded
                        for name in {cp.pitfall for cp in e.checkpoints if cp.pitfall})
+        where: dict[str, set[str]] = {}  # each named cause -> the checkpoints it was named on
+        for e in graded:
+            for cp in e.checkpoints:
+                if cp.pitfall:
+                    where.setdefault(cp.pitfall, set()).add(cp.id)
+        listed = {pit.name: pit.title for pit in p.pitfalls}
         n = len(graded)
         out[p.id] = {
             "graded": n,
             "checkpoints": {cp.id: {"title": cp.title, "passed": passes[cp.id],
                                     "rate": round(passes[cp.id] / n, 3) if n else None}
                             for cp in p.checkpoints},
-            "pitfalls": {pit.name: {"title": pit.title, "submissions": hits[pit.name],
-                                    "rate": round(hits[pit.name] / n, 3) if n else None}
-                         for pit in p.pitfalls if hits[pit.name]},
+            # Every named cause, listed pitfall or not (a wrong variant's cause counts too).
+            "pitfalls": {name: {"title": listed.get(name, name), "submissions": hits[name],
+                                "rate": round(hits[name] / n, 3) if n else None,
+                                "checkpoints": sorted(where[name])}
+                         for name in sorted(hits, key=lambda k: (-hits[k], k))},
         }
     return out
 

@@ -178,11 +178,27 @@ class Gradebook:
                                            ensure_ascii=False).encode("utf-8"))
 
     def to_json(self) -> dict:
+        self.meta["max_total"] = self.max_total
+        self.meta["assigned"] = [p.id for p in self.assigned]
         return {**self.meta, "rows": {
             name: {"submission": name, "status": row.status, "total": row.total,
-                   "max_total": self.meta["max_total"], "reasons": row.reasons,
+                   "max_total": self.max_total, "reasons": row.reasons,
                    "problems": {pid: e.to_json() for pid, e in row.problems.items()}}
             for name, row in sorted(self.rows.items())}}
+
+    @property
+    def assigned(self) -> list[manifest.Problem]:
+        """The problems this class was given: those any submission has a file for (a
+        problem nobody submitted was not assigned), or all of them when none has."""
+        present = [p for p in self.problems if any(
+            (e := r.problems.get(p.id)) is not None and e.status != "not_submitted"
+            for r in self.rows.values())]
+        return present or list(self.problems)
+
+    @property
+    def max_total(self) -> int:
+        """What a row's total is out of: the points of the assigned problems."""
+        return sum(p.points for p in self.assigned)
 
     def sorted_rows(self) -> list[Row]:
         return [self.rows[n] for n in sorted(self.rows)]
