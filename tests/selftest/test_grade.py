@@ -1000,3 +1000,16 @@ def test_the_percent_is_out_of_the_assigned_problems_and_every_named_cause_count
     assert causes["a_cause_of_a_wrong_variant"]["checkpoints"] == ["p01.timeout"]
     from workbook.grading import batch
     batch.insight_view(exports.insight(book))  # an unlisted cause is shown, not a KeyError
+
+
+def test_lms_flat_files_make_one_row_per_student_and_a_file_of_another_problem_is_left_out(
+        tmp_path):
+    p03 = manifest.get("p03")
+    for name in (f"doe_jane_12345_{P01.module}.py", f"doe_jane_12345_{p03.module}.py",
+                 f"roe_rick_67890_{p03.module}.py"):
+        (tmp_path / name).write_text("x = 1\n")
+    found = {s.name: s for s in discovery.discover(tmp_path, [P01, p03])}
+    assert sorted(found) == ["doe_jane_12345", "roe_rick_67890"]
+    assert sorted(found["doe_jane_12345"].files) == ["p01", "p03"]
+    only_p01 = {s.name: s for s in discovery.discover(tmp_path, [P01])}
+    assert sorted(only_p01) == ["doe_jane_12345"]  # roe's p03 file is not graded as p01

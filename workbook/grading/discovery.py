@@ -31,6 +31,7 @@ class Submission:
     path: Path
     files: dict[str, Path] = field(default_factory=dict)    # problem id -> learner file
     refused: dict[str, str] = field(default_factory=dict)   # problem id -> why not run
+    extra_paths: list[Path] = field(default_factory=list)   # more lone files of one student
 
     def add(self, problem_id: str, path: Path) -> None:
         """``path`` as this submission's file for ``problem_id``, or refused and why."""
@@ -51,7 +52,7 @@ class Submission:
         """The helper modules beside this problem's learner file (none for a lone file):
         ``*.py`` files and packages of its folder, relative path -> bytes."""
         path = self.files[problem_id]
-        if path == self.path:
+        if path == self.path or path in self.extra_paths:
             return {}
         found: dict[str, bytes] = {}
         total = 0
@@ -99,6 +100,15 @@ def discover(root: Path, problems: list[manifest.Problem], *,
             sub = _file_submission(entry, problems)
             if sub is None:
                 continue
+            other = found.get(sub.name)
+            if other is not None and other.path.is_file() and not (
+                    set(other.files) | set(other.refused)) & (set(sub.files) | set(sub.refused)):
+                # An LMS's flat files (``doe_jane_12345_p01_output_sink.py``, ``…_p03_…``):
+                # one student, one row, each file for its own problem.
+                other.files.update(sub.files)
+                other.refused.update(sub.refused)
+                other.extra_paths.append(entry)
+                continue
         else:
             continue
         if sub.name in found:  # a lone file's short name is taken: its full name
@@ -119,11 +129,12 @@ def _folder_submission(name: str, folder: Path, problems: list[manifest.Problem]
 def _file_submission(path: Path, problems: list[manifest.Problem]) -> Submission | None:
     """A lone ``.py`` file: for the one selected problem, or the problem whose module (or
     id) its name contains.  Its name, minus that, names the submission."""
-    if len(problems) == 1:
-        matches = problems
-    else:
-        matches = [p for p in problems if p.module in path.stem] or \
-                  [p for p in problems if path.stem.startswith(p.id)]
+    matches = [p for p in problems if p.module in path.stem] or \
+              [p for p in problems if path.stem.startswith(p.id)]
+    if not matches and len(problems) == 1 and not any(
+            q.module in path.stem or path.stem.startswith(q.id)
+            for q in manifest.problems().values()):
+        matches = problems  # named after no problem at all: the one being graded
     if len(matches) != 1:
         return None
     problem = matches[0]

@@ -165,8 +165,8 @@ def grade_pair(problem: manifest.Problem, sub: Submission, trusted: list[tuple[s
     grader's own failures (``runner.run`` never raises for what learner code does)."""
     path = sub.files[problem.id]
     source = sub.read(path)
-    display = str(Path(sub.name) / path.relative_to(sub.path)) if path != sub.path \
-        else path.name
+    display = path.name if path == sub.path or path in sub.extra_paths \
+        else str(Path(sub.name) / path.relative_to(sub.path))
     helpers = sub.helpers(problem.id)
     with runner.Stage(harness, problem.module, source, uid, helpers=helpers) as stage:
         outcome = runner.run(stage, pytest_command(problem, stage), limits, iso=iso, uid=uid)
