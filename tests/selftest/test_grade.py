@@ -815,6 +815,8 @@ def test_run_autograder_writes_a_valid_zero_results_json_when_the_grader_fails(t
     assert out.returncode == 0, out.stderr
     doc = json.loads((base / "results" / "results.json").read_text())
     assert doc["score"] == 0 and doc["tests"] == [] and "exited with status 3" in doc["output"]
+    assert "not this submission" in doc["output"]  # the grader's fault, said so
+    assert doc["visibility"] == doc["stdout_visibility"] == "hidden"
     assert "workbook autograder:" in out.stdout
 
 
@@ -1013,3 +1015,14 @@ def test_lms_flat_files_make_one_row_per_student_and_a_file_of_another_problem_i
     assert sorted(found["doe_jane_12345"].files) == ["p01", "p03"]
     only_p01 = {s.name: s for s in discovery.discover(tmp_path, [P01])}
     assert sorted(only_p01) == ["doe_jane_12345"]  # roe's p03 file is not graded as p01
+
+
+def test_gradescope_test_visibility_is_configurable(tmp_path):
+    book = _book(tmp_path, {"ann": _entry(passed=("p01.fifo",))})
+    doc = exports.gradescope_results(book.rows["ann"], [P01], visibility="after_published")
+    assert {t["visibility"] for t in doc["tests"]} == {"after_published"}
+    zip_path = tmp_path / "autograder.zip"
+    assert cli("gradescope-bundle", str(zip_path), "--problem", "p01",
+               "--visibility", "hidden").returncode == 0
+    with zipfile.ZipFile(zip_path) as zf:
+        assert "--visibility hidden" in zf.read("run_autograder").decode()

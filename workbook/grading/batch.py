@@ -85,6 +85,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="CSV: a column with each failed checkpoint's message")
     parser.add_argument("--similarity", type=float, default=90.0, metavar="PERCENT",
                         help="report submissions at least this alike (default 90; 0: off)")
+    parser.add_argument("--visibility", choices=exports.VISIBILITIES, default="visible",
+                        help="gradescope: when students see each checkpoint's result "
+                             "(default: visible)")
     parser.add_argument("--quiet", action="store_true", help="no progress, no summary")
     return parser
 
@@ -162,7 +165,7 @@ def _grade(args, stack: contextlib.ExitStack) -> int:
         plan = _plan(submissions, problems, book, limits, harness, fresh=args.fresh)
         interrupted = _run_plan(plan, book, limits, harness, iso, claim.uids, args)
     exports.export(book, fmt, out, single=args.single, excel=args.excel,
-                   messages=args.messages)
+                   messages=args.messages, visibility=args.visibility)
     extra = {"insight": exports.insight(book)}
     if args.similarity > 0:
         try:

@@ -18,6 +18,8 @@ from workbook.grading.discovery import Submission
 from workbook.grading.gradebook import Entry, Gradebook, Row, atomic_write
 
 FORMATS = ("csv", "json", "gradescope")
+#: Gradescope's visibility settings of a test (when students see it).
+VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 #: Cells a spreadsheet would read as a formula (OWASP's list for CSV injection).
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -72,7 +74,8 @@ def csv_text(book: Gradebook, *, messages: bool = False) -> str:
     return out.getvalue()
 
 
-def gradescope_results(row: Row, problems: list[manifest.Problem]) -> dict:
+def gradescope_results(row: Row, problems: list[manifest.Problem],
+                       visibility: str = "visible") -> dict:
     """Gradescope's ``results.json`` for one submission."""
     tests, lines = [], []
     for p in problems:
@@ -92,12 +95,12 @@ def gradescope_results(row: Row, problems: list[manifest.Problem]) -> dict:
                 "max_score": p.checkpoint(cp.id).points,
                 "status": "passed" if cp.status == "passed" else "failed",
                 "output": detail + (f"\nLooks like: {cp.pitfall}" if cp.pitfall else ""),
-                "visibility": "visible",
+                "visibility": visibility,
             })
     for test in tests:
         test["output"] = plain(test["output"])
     return {"score": sum(t["score"] for t in tests), "output": plain("\n".join(lines)),
-            "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}
+            "visibility": visibility, "stdout_visibility": "hidden", "tests": tests}
 
 
 def safe_name(name: str) -> str:
@@ -119,7 +122,7 @@ def export_names(names: list[str]) -> dict[str, str]:
 
 
 def export(book: Gradebook, fmt: str, out: Path, *, single: bool, excel: bool = False,
-           messages: bool = False) -> None:
+           messages: bool = False, visibility: str = "visible") -> None:
     if fmt == "csv":
         text = csv_text(book, messages=messages)
         atomic_write(out, (("\ufeff" if excel else "") + text).encode("utf-8"))
@@ -128,7 +131,7 @@ def export(book: Gradebook, fmt: str, out: Path, *, single: bool, excel: bool = 
         folders = export_names([row.submission for row in rows])
         for row in rows:
             path = out if single else out / folders[row.submission] / "results.json"
-            atomic_write(path, json.dumps(gradescope_results(row, book.problems),
+            atomic_write(path, json.dumps(gradescope_results(row, book.problems, visibility),
                                           indent=1).encode())
     # json: the gradebook itself is the export
 

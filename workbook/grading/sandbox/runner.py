@@ -353,8 +353,14 @@ def _probe(mode: str, forbidden: list[Path], uid: int | None) -> str | None:
     if out.timed_out:
         return "the probe did not finish"
     lines = out.output.strip().splitlines()
+    if out.sandbox_error and "Permission denied" in out.sandbox_error and uid is not None \
+            and mode != "bwrap":
+        return (f"{out.sandbox_error}: the sandbox uid cannot run {sys.executable} (a Python "
+                "under a private home such as /root?). Install bubblewrap (it binds the "
+                "interpreter in as root), or grade with a Python every user can run "
+                "(WORKBOOK_PYTHON=/usr/bin/python3 ./check.sh grade …, or one under /opt)")
     if out.exit_code != 0:
-        return lines[-1] if lines else f"exit code {out.exit_code}"
+        return out.sandbox_error or (lines[-1] if lines else f"exit code {out.exit_code}")
     try:
         found = json.loads(lines[-1])
     except (ValueError, IndexError):
