@@ -1026,3 +1026,20 @@ def test_gradescope_test_visibility_is_configurable(tmp_path):
                "--visibility", "hidden").returncode == 0
     with zipfile.ZipFile(zip_path) as zf:
         assert "--visibility hidden" in zf.read("run_autograder").decode()
+
+
+def test_a_zip_in_the_class_folder_is_one_submission_unpacked_safely(tmp_path):
+    import zipfile as zf_module
+    with zf_module.ZipFile(tmp_path / "ann.zip", "w") as zf:
+        zf.writestr(f"ann/work/{P01.learner_file.name}", "x = 1\n")
+        zf.writestr(f"__MACOSX/ann/._{P01.learner_file.name}", "junk")
+        zf.writestr("../escape.py", "x = 2\n")
+    (tmp_path / "broken.zip").write_bytes(b"not a zip")
+    unpacked = tmp_path / ".unpacked"  # hidden: not a submission itself
+    unpacked.mkdir()
+    found = {s.name: s for s in discovery.discover(tmp_path, [P01], unpack_to=unpacked)}
+    assert sorted(found) == ["ann", "broken"]
+    assert found["ann"].files["p01"].read_text() == "x = 1\n"
+    assert found["ann"].files["p01"].is_relative_to(unpacked)
+    assert not (tmp_path / "escape.py").exists() and not list(unpacked.rglob("escape.py"))
+    assert "cannot be unpacked" in found["broken"].refused["p01"]

@@ -146,7 +146,9 @@ def _grade(args, stack: contextlib.ExitStack) -> int:
     fmt, out, state = _paths(args)
     if state is None:
         state = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "gradebook.json"
-    submissions = discover(args.submissions.resolve(), problems, single=args.single)
+    unpacked = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="workbook-zips-")))
+    submissions = discover(args.submissions.resolve(), problems, single=args.single,
+                           unpack_to=unpacked)
     if not submissions:
         raise run.UsageError(f"no submissions found in {args.submissions}")
     iso = runner.detect([p.solution_file for p in manifest.problems().values()])

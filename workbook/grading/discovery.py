@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,14 +83,29 @@ class Submission:
 
 
 def discover(root: Path, problems: list[manifest.Problem], *,
-             single: bool = False) -> list[Submission]:
-    """The submissions in ``root``: each folder (or ``.py`` file) is one; ``single``: root
-    itself is one.  Symbolic links are never followed."""
+             single: bool = False, unpack_to: Path | None = None) -> list[Submission]:
+    """The submissions in ``root``: each folder (or ``.py`` file, or ``.zip`` archive,
+    unpacked into ``unpack_to``) is one; ``single``: root itself is one.  Symbolic links are
+    never followed."""
     if single:
         return [_folder_submission(root.name or "submission", root, problems)]
     found: dict[str, Submission] = {}
     for entry in sorted(root.iterdir()):
         if entry.name.startswith(".") or entry.name in SKIP_DIRS:
+            continue
+        if entry.suffix.lower() == ".zip" and entry.is_file() and not entry.is_symlink() \
+                and unpack_to is not None:
+            name = entry.stem
+            try:
+                folder = unpack(entry, unpack_to / f"{len(found)}-{name}")
+            except (OSError, zipfile.BadZipFile, ValueError) as exc:
+                sub = Submission(name, entry)
+                sub.refused = {p.id: f"the archive cannot be unpacked ({exc})" for p in problems}
+            else:
+                sub = _folder_submission(name, folder, problems)
+            if sub.name in found:
+                sub.name = entry.name
+            found[sub.name] = sub
             continue
         if entry.is_symlink():
             sub = Submission(entry.name, entry)
@@ -115,6 +131,38 @@ def discover(root: Path, problems: list[manifest.Problem], *,
             sub.name = entry.name
         found[sub.name] = sub
     return list(found.values())
+
+
+#: An archive's limits: members, bytes unpacked in all.
+MAX_MEMBERS, MAX_UNPACKED = 2000, 32 << 20
+
+
+def unpack(archive: Path, into: Path) -> Path:
+    """Unpack a submission's ``.zip`` into ``into`` (made here): regular files only, no path
+    that leaves the folder, no links, ``__MACOSX`` and hidden entries left out, at most
+    ``MAX_MEMBERS`` members and ``MAX_UNPACKED`` bytes."""
+    into.mkdir(parents=True)
+    total = 0
+    with zipfile.ZipFile(archive) as zf:
+        members = zf.infolist()
+        if len(members) > MAX_MEMBERS:
+            raise ValueError(f"more than {MAX_MEMBERS} entries")
+        for info in members:
+            parts = Path(info.filename.replace("\\", "/")).parts
+            if info.is_dir() or not parts or any(
+                    part in ("..", "") or part.startswith(".") or part in SKIP_DIRS
+                    for part in parts) or info.filename.startswith("/"):
+                continue
+            if stat.S_ISLNK(info.external_attr >> 16):
+                continue
+            total += info.file_size
+            if total > MAX_UNPACKED:
+                raise ValueError(f"more than {MAX_UNPACKED >> 20} MiB unpacked")
+            target = into.joinpath(*parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(info) as src, open(target, "xb") as dst:
+                dst.write(src.read(MAX_FILE + 1))
+    return into
 
 
 def _folder_submission(name: str, folder: Path, problems: list[manifest.Problem]) -> Submission:
