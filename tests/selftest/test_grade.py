@@ -1043,3 +1043,18 @@ def test_a_zip_in_the_class_folder_is_one_submission_unpacked_safely(tmp_path):
     assert found["ann"].files["p01"].is_relative_to(unpacked)
     assert not (tmp_path / "escape.py").exists() and not list(unpacked.rglob("escape.py"))
     assert "cannot be unpacked" in found["broken"].refused["p01"]
+
+
+def test_a_roster_names_who_is_absent_unknown_or_unmatched(tmp_path):
+    from workbook.grading import batch
+    subs = tmp_path / "subs"
+    for name in ("ann", "zoe"):
+        (subs / name).mkdir(parents=True)
+        (subs / name / P01.learner_file.name).write_text("x = 1\n")
+    (subs / "notes.txt").write_text("not a submission")
+    roster = tmp_path / "roster.csv"
+    roster.write_text("id,email\nann,a@x\nbob,b@x\n")
+    found = discovery.discover(subs, [P01])
+    report = batch.roster_report(roster, found, subs)
+    assert report == {"absent": ["bob"], "unknown": ["zoe"], "unmatched": ["notes.txt"],
+                      "roster": 2}

@@ -88,6 +88,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--visibility", choices=exports.VISIBILITIES, default="visible",
                         help="gradescope: when students see each checkpoint's result "
                              "(default: visible)")
+    parser.add_argument("--roster", type=Path, metavar="CSV",
+                        help="the class list (a CSV whose first column, or column 'id', holds "
+                             "each student's submission name): who is absent, who is unknown")
     parser.add_argument("--quiet", action="store_true", help="no progress, no summary")
     return parser
 
@@ -169,6 +172,8 @@ def _grade(args, stack: contextlib.ExitStack) -> int:
     exports.export(book, fmt, out, single=args.single, excel=args.excel,
                    messages=args.messages, visibility=args.visibility)
     extra = {"insight": exports.insight(book)}
+    if args.roster:
+        extra["roster"] = roster_report(args.roster, submissions, args.submissions)
     if args.similarity > 0:
         try:
             extra["similarity"] = exports.similarity(submissions, problems,
@@ -183,6 +188,8 @@ def _grade(args, stack: contextlib.ExitStack) -> int:
         console.print(insight_view(extra["insight"]))
         if extra.get("similarity"):
             console.print(similarity_view(extra["similarity"]))
+        if "roster" in extra:
+            console.print(roster_view(extra["roster"]))
         console.print(f"class insight and similarity: {report}")
     if interrupted:
         again = "again without --fresh" if args.fresh else "again"
@@ -307,6 +314,43 @@ def _finished(plan: Plan, book: Gradebook, sub: Submission, p: manifest.Problem,
         print(f"[{plan.done}/{len(plan.todo)}] {line}", flush=True)
     elif entry is None:
         progress.console.print(f"[red]{line}[/red]")
+
+
+def read_roster(path: Path) -> list[str]:
+    """The ids of a roster CSV: its column ``id`` (or ``student``, ``name``), else its first."""
+    import csv
+    try:
+        rows = [r for r in csv.reader(path.read_text("utf-8-sig").splitlines()) if r]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise run.UsageError(f"cannot read the roster {path}: {exc}") from None
+    if not rows:
+        return []
+    head = [c.strip().lower() for c in rows[0]]
+    column = next((head.index(k) for k in ("id", "student", "name") if k in head), None)
+    body = rows[1:] if column is not None else rows
+    return [r[column or 0].strip() for r in body if len(r) > (column or 0) and r[column or 0].strip()]
+
+
+def roster_report(path: Path, submissions: list[Submission], folder: Path) -> dict:
+    """Who on the roster handed in nothing (absent), which submissions are on no roster line
+    (unknown), and which entries of the class folder made no submission at all (unmatched)."""
+    ids = read_roster(path)
+    names = {s.name for s in submissions}
+    used = {s.path.name for s in submissions} | {p.name for s in submissions for p in s.extra_paths}
+    unmatched = sorted(e.name for e in folder.iterdir()
+                       if not e.name.startswith(".") and e.name not in used
+                       and e.name not in {"__MACOSX"})
+    return {"absent": sorted(set(ids) - names), "unknown": sorted(names - set(ids)),
+            "unmatched": unmatched, "roster": len(ids)}
+
+
+def roster_view(data: dict) -> Table:
+    table = _table("Roster", "who", "names", caption=f"{data['roster']} on the roster")
+    for key, what in (("absent", "on the roster, nothing submitted"),
+                      ("unknown", "submitted, not on the roster"),
+                      ("unmatched", "in the folder, not a submission")):
+        table.add_row(what, ", ".join(map(shown, data[key])) or "–")
+    return table
 
 
 def _table(title: str, *columns: str | Column, caption: str | None = None) -> Table:
