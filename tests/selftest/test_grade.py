@@ -1058,3 +1058,25 @@ def test_a_roster_names_who_is_absent_unknown_or_unmatched(tmp_path):
     report = batch.roster_report(roster, found, subs)
     assert report == {"absent": ["bob"], "unknown": ["zoe"], "unmatched": ["notes.txt"],
                       "roster": 2}
+
+
+def test_similarity_sees_a_renamed_reordered_copy_and_one_with_a_syntax_error(tmp_path):
+    import ast
+    source = P01.solution_file.read_text()
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            node.body = list(reversed(node.body))  # every method in the opposite order
+    copy = re.sub(r"\bself\._(\w+)", r"self._my_\1", ast.unparse(tree))
+    files = {"ref": source, "copy": copy, "broken": "def broken(:\n    pass\n" + copy}
+    files.update({f"alt-{p.stem}": p.read_text() for p in sorted(P01.alternates_dir.glob("*.py"))})
+    for name, text in files.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / P01.learner_file.name).write_text(text)
+    report = exports.similarity(discovery.discover(tmp_path, [P01]), [P01], threshold=0)
+    alike = {frozenset((d["a"], d["b"])): d["percent"] for d in report["p01"]["similar"]}
+    assert alike[frozenset(("ref", "copy"))] >= 90
+    assert alike[frozenset(("ref", "broken"))] >= 90
+    honest = [v for k, v in alike.items() if any(n.startswith("alt-") for n in k)
+              and not {"copy", "broken"} & k]
+    assert honest and max(honest) < 90  # different solutions to the same problem

@@ -179,7 +179,7 @@ def _grade(args, stack: contextlib.ExitStack) -> int:
             extra["similarity"] = exports.similarity(submissions, problems,
                                                      threshold=args.similarity)
         except ImportError:
-            errors.print("[yellow]note:[/yellow] the similarity report needs rapidfuzz "
+            errors.print("[yellow]note:[/yellow] the similarity report needs copydetect "
                          "(./check.sh grade installs it)")
     report = state.with_name(state.stem + "-report.json")
     atomic_write(report, json.dumps(extra, indent=1, ensure_ascii=False).encode())

@@ -224,26 +224,55 @@ def submission_text(sub: Submission, problem_id: str) -> str | None:
     return "\n".join(texts) if texts else None
 
 
+def _raw_text(sub: Submission, problem_id: str) -> str:
+    """Every file of the submission for ``problem_id`` as it is (the learner file, then each
+    helper module in name order): what the fingerprints are taken of, parsable or not."""
+    sources = [sub.read(sub.files[problem_id])]
+    sources += [data for _, data in sorted(sub.helpers(problem_id).items())]
+    return "\n".join(data.decode("utf-8", "replace") for data in sources)
+
+
+#: copydetect's fingerprint: k-grams of this many tokens, winnowed over this many.
+_K, _WINDOW = 25, 1
+
+
 def similarity(submissions: list[Submission], problems: list[manifest.Problem], *,
                threshold: float = 90.0) -> dict:
     """Per problem: groups of submissions whose files are the same after normalisation, and
-    pairs of different ones at least ``threshold`` % alike (rapidfuzz's normalised
-    Indel similarity of the canonical texts)."""
-    from rapidfuzz import fuzz
+    pairs of different ones at least ``threshold`` % alike: copydetect's winnowed
+    fingerprints (MOSS-style: names, layout and the order of methods do not count) of every
+    file of each submission, a syntax error included; the percent is the larger share of
+    one's fingerprints found in the other (a copy with code added still shows)."""
+    import io
+
+    from copydetect import CodeFingerprint, compare_files
 
     report: dict = {}
     for p in problems:
         by_text: dict[str, list[str]] = {}  # canonical text -> the submissions that have it
+        raw: dict[str, str] = {}  # every submission's files, for the fingerprints
         for sub in submissions:
-            text = submission_text(sub, p.id) if p.id in sub.files else None
-            if text is not None:
-                by_text.setdefault(text, []).append(sub.name)
+            if p.id not in sub.files:
+                continue
+            raw[sub.name] = _raw_text(sub, p.id)
+            text = submission_text(sub, p.id)
+            by_text.setdefault(text if text is not None else "\0raw " + raw[sub.name],
+                               []).append(sub.name)
         groups = sorted((sorted(g) for g in by_text.values() if len(g) > 1), key=len,
                         reverse=True)
-        pairs = []  # one representative per distinct text
-        for (text_a, (a, *_)), (text_b, (b, *_)) in itertools.combinations(by_text.items(), 2):
-            percent = fuzz.ratio(text_a, text_b, score_cutoff=threshold)
-            if percent:
+        prints = {}
+        for group in by_text.values():  # one representative per distinct text
+            name = group[0]
+            try:
+                prints[name] = CodeFingerprint(f"{name}.py", _K, _WINDOW, language="python",
+                                               fp=io.StringIO(raw[name]))
+            except Exception:  # noqa: BLE001 - too short to fingerprint: left out
+                continue
+        pairs = []
+        for a, b in itertools.combinations(sorted(prints), 2):
+            _, shares, _ = compare_files(prints[a], prints[b])
+            percent = 100 * float(max(shares))
+            if percent >= threshold:
                 pairs.append({"a": a, "b": b, "percent": round(percent, 1)})
         pairs.sort(key=lambda d: -d["percent"])
         report[p.id] = {"identical": groups, "similar": pairs, "threshold": threshold}
