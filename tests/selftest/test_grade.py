@@ -1080,3 +1080,103 @@ def test_similarity_sees_a_renamed_reordered_copy_and_one_with_a_syntax_error(tm
     honest = [v for k, v in alike.items() if any(n.startswith("alt-") for n in k)
               and not {"copy", "broken"} & k]
     assert honest and max(honest) < 90  # different solutions to the same problem
+
+
+_GUARD_CHECK = r'''
+import sys, threading
+stage = sys.argv[1]
+sys.path.insert(0, stage)
+from workbook.grading.sandbox import guard
+refusals = guard.install(stage)
+sys.path.append(stage + "/submission")
+import harness_side, learner
+results = {}
+for name in ("getframe", "current_frames", "gc_objects", "settrace", "set_code", "tb_frame",
+             "typevar", "namedtuple", "logging", "harness_profile_raises", "thread_trace"):
+    try:
+        getattr(learner, name)()
+        results[name] = "allowed"
+    except RuntimeError as exc:
+        results[name] = "refused" if "workbook sandbox" in str(exc) else repr(exc)
+print(results)
+print(len(refusals()))
+'''
+
+_HARNESS_SIDE = '''
+import sys
+
+
+def run_profiled(fn):
+    """As the P03 acceptance set's probes do: a profile hook that raises inside the
+    submission's call (CPython then drops the hook itself)."""
+    def profile(frame, event, arg):
+        if event == "c_call":
+            raise KeyError("from the harness")
+    sys.setprofile(profile)
+    try:
+        fn()
+    except KeyError:
+        pass
+    finally:
+        sys.setprofile(None)
+'''
+
+_LEARNER = '''
+import gc, sys, threading
+
+
+def getframe(): sys._getframe()
+def current_frames(): sys._current_frames()
+def gc_objects(): gc.get_objects()
+def settrace(): sys.settrace(lambda *a: None)
+def set_code(): getframe.__code__ = settrace.__code__
+def tb_frame():
+    try:
+        raise ValueError
+    except ValueError as exc:
+        exc.__traceback__.tb_frame
+def typevar():
+    from typing import TypeVar
+    TypeVar("T")
+def namedtuple():
+    import collections
+    collections.namedtuple("Pair", "a b")
+def logging():
+    import logging as log
+    log.getLogger("x").warning("a warning from a submission")
+def harness_profile_raises():
+    import harness_side
+    harness_side.run_profiled(lambda: len([1, 2]))
+def thread_trace():
+    threading.settrace(lambda *a: None)
+    worker = threading.Thread(target=lambda: None)
+    worker.start()
+    worker.join()
+    threading.settrace(None)
+'''
+
+
+def test_the_audit_hook_refuses_the_escape_hatches_and_lets_correct_code_run(tmp_path):
+    stage = tmp_path / "stage"
+    (stage / "workbook" / "grading" / "sandbox").mkdir(parents=True)
+    (stage / "tests").mkdir()
+    (stage / "submission").mkdir()
+    for rel in ("workbook/__init__.py", "workbook/grading/__init__.py",
+                "workbook/grading/sandbox/__init__.py", "workbook/grading/sandbox/guard.py"):
+        shutil.copy(ROOT / rel, stage / rel)
+    (stage / "tests" / "harness_side.py").write_text(_HARNESS_SIDE)
+    (stage / "submission" / "learner.py").write_text(_LEARNER)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    out = subprocess.run([sys.executable, "-I", "-c", _GUARD_CHECK.replace(
+        "import harness_side", f"sys.path.insert(1, {str(stage / 'tests')!r}); import harness_side"),
+        str(stage)], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    results = eval(out.stdout.splitlines()[0])  # noqa: S307 - our own script's dict
+    refused = {"getframe", "current_frames", "gc_objects", "settrace", "set_code", "tb_frame"}
+    assert {k for k, v in results.items() if v == "refused"} == refused, results
+    assert all(results[k] == "allowed" for k in ("typevar", "namedtuple", "logging",
+                                                 "harness_profile_raises")), results
+    # threading.settrace's function is refused where it would be installed: in the new
+    # thread, which dies before running anything (the caller's own call returns).
+    assert "thread_trace" in out.stderr or "workbook sandbox" in out.stderr
+    assert int(out.stdout.splitlines()[1]) == len(refused) + 1
