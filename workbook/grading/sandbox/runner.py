@@ -384,9 +384,11 @@ def bwrap_argv(stage: Stage, limits: Limits) -> list[str]:
     UTS, network and cgroup namespaces.  bubblewrap runs as root (it can bind a pyenv Python
     under a 0700 ``/root``); inside, the trampoline drops to the run's own uid.  No user
     namespace: it would map the run to root outside, where the real uid is the boundary."""
+    size = str(_bytes(limits.work_size))
     args = [shutil.which("bwrap") or "/usr/bin/bwrap", "--unshare-ipc", "--unshare-pid",
             "--unshare-net", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent",
-            "--new-session", "--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
+            "--new-session", "--hostname", "sandbox", "--ro-bind", "/usr", "/usr",
+            "--size", size, "--tmpfs", "/tmp"]  # first: the stage or a venv may be under /tmp
     view = allowed_view()
     for link, target in view["symlinks"]:
         args += ["--symlink", target, link]
@@ -396,7 +398,8 @@ def bwrap_argv(stage: Stage, limits: Limits) -> list[str]:
         """Its missing parent folders, made 0755 (bubblewrap would make them 0700)."""
         out = []
         for parent in reversed(Path(path).parents[:-1] if len(Path(path).parents) > 1 else []):
-            if str(parent) not in made and not str(parent).startswith(("/usr", "/tmp")):
+            if str(parent) not in made and str(parent) not in ("/usr", "/tmp") \
+                    and not str(parent).startswith("/usr/"):
                 made.add(str(parent))
                 out += ["--perms", "0755", "--dir", str(parent)]
         return out
@@ -404,9 +407,7 @@ def bwrap_argv(stage: Stage, limits: Limits) -> list[str]:
     for path in view["binds"]:
         if path != "/usr":
             args += parents(path) + ["--ro-bind", path, path]
-    size = str(_bytes(limits.work_size))
-    args += ["--size", size, "--tmpfs", "/tmp",  # first: the stage may lie under /tmp
-             *parents(str(stage.dir)), "--ro-bind", str(stage.dir), str(stage.dir), "--size", size,
+    args += [*parents(str(stage.dir)), "--ro-bind", str(stage.dir), str(stage.dir), "--size", size,
              "--tmpfs", str(stage.work), "--proc", "/proc", "--dev", "/dev",
              "--ro-bind", str(TRAMPOLINE), INNER_TRAMPOLINE]
     for name in _ETC:
