@@ -436,10 +436,11 @@ def test_the_battery_exports_one_gradescope_results_json_per_submission(graded, 
     exports.export(book, "gradescope", tmp_path / "gs", single=False)
     written = {path.parent.name: json.loads(path.read_text())
                for path in (tmp_path / "gs").glob("*/results.json")}
-    assert sorted(written) == sorted(exports.export_names(list(bat.expected)).values())
-    for name, results in written.items():
-        _check_results_json(results, [P01])
-        assert results["score"] == doc["rows"][name]["total"]
+    folders = exports.export_names(list(bat.expected))
+    assert sorted(written) == sorted(folders.values())
+    for name, folder in folders.items():
+        _check_results_json(written[folder], [P01])
+        assert written[folder]["score"] == doc["rows"][name]["total"]
 
 
 # -- resume after a kill; --fresh -----------------------------------------------------------

@@ -745,7 +745,7 @@ HELPERS = {
 
 #: A submission folder whose name carries rich markup, a newline and ANSI codes: printed
 #: as is, it would fake a finished "ok 100/100" line in the log and restyle the terminal.
-FAKE_NAME = "eve\x1b[2K\r[bold green]\n[1] reference·{first.id}: ok 100 of 100 [link=x]"
+FAKE_NAME = "eve\x1b[2K\r[bold green]\n[1] reference·{first.id}: ok 100 of 100 [italic red]"
 
 
 def decoy_checkout(marker: str) -> Path:
