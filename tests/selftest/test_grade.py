@@ -335,7 +335,7 @@ def _grade_the_battery(root: Path) -> dict:
             "seconds": seconds, "orphans": battery.marker_processes(bat.marker),
             "sandbox_processes": _wait_for_no_sandbox_process(uids, 2),
             "notes_left": battery.notes_left(bat.marker, uids)}
-    shutil.rmtree(battery.decoy_checkout(bat.marker), ignore_errors=True)
+    shutil.rmtree(battery.decoy_path(bat.marker), ignore_errors=True)
     return made
 
 

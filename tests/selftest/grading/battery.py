@@ -748,12 +748,17 @@ HELPERS = {
 FAKE_NAME = "eve\x1b[2K\r[bold green]\n[1] reference·{first.id}: ok 100 of 100 [italic red]"
 
 
+def decoy_path(marker: str) -> Path:
+    """Where ``decoy_checkout`` puts its checkout (remove it after the batch)."""
+    if os.geteuid() != 0:
+        return Path(tempfile.gettempdir()) / f"workbook-decoy-{marker}"
+    return Path("/run") / f"workbook-decoy-{marker}"
+
+
 def decoy_checkout(marker: str) -> Path:
     """Another checkout of the project elsewhere on disk (outside the repository, home and
     /tmp): its ``solutions/`` holds the references.  Under /run (a tmpfs, gone at reboot)."""
-    decoy = Path("/run") / f"workbook-decoy-{marker}"
-    if os.geteuid() != 0:
-        decoy = Path(tempfile.gettempdir()) / f"workbook-decoy-{marker}"
+    decoy = decoy_path(marker)
     for p in manifest.problems().values():
         target = decoy / "solutions" / p.solution_file.name
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -871,7 +876,9 @@ def build(root: Path, problems: list[manifest.Problem], *, count: int | None = N
     file, an empty folder, and each hostile kind (aimed at the problems in turn).  The rest,
     up to ``count`` submissions, mixes one pitfall or wrong variant per problem."""
     battery = Battery(root, marker=f"workbook-orphan-{uuid.uuid4().hex[:12]}")
-    decoy = decoy_checkout(battery.marker)
+    wanted = hostile if hostile is not None else list(HOSTILE)
+    decoy = decoy_checkout(battery.marker) if "read_elsewhere" in wanted \
+        else Path("/nonexistent")
     ctx = Context(battery.marker, isolation, elsewhere=(
         str(decoy / "solutions" / f"{problems[0].module}.py"),
         str(root / "submissions" / "reference" / problems[0].learner_file.name),
