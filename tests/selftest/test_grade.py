@@ -787,11 +787,17 @@ def test_a_submission_may_bring_helper_modules_beside_its_file(tmp_path):
     (subs / "ann" / P01.learner_file.name).write_text("from sink_core import OutputSink\n")
     (subs / "bob").mkdir()
     (subs / "bob" / P01.learner_file.name).write_text("from sink_core import OutputSink\n")
+    (subs / "carl").mkdir()  # imports its helper only when a test first makes a sink
+    (subs / "carl" / "sink_core.py").write_text(battery.reference(P01))
+    (subs / "carl" / P01.learner_file.name).write_text(
+        "class OutputSink:\n    def __new__(cls, *args, **kwargs):\n"
+        "        from sink_core import OutputSink as Real\n        return Real(*args, **kwargs)\n")
     state = tmp_path / "g.json"
     out = _grade(str(subs), "--problem", "p01", "--format", "json", "--out", str(state))
     assert out.returncode == 0, out.stderr
     rows = json.loads(state.read_text())["rows"]
     assert rows["ann"]["total"] == 100, rows["ann"]["reasons"]
+    assert rows["carl"]["total"] == 100, rows["carl"]["reasons"]
     assert rows["bob"]["total"] == 0 and "import error" in rows["bob"]["reasons"][0]
 
 

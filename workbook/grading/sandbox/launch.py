@@ -1,8 +1,8 @@
 """The judged process's first code: ``python -I -B launch.py STAGE PYTEST_ARGS...``.
 
 The audit hook (``guard``) goes in before anything else is imported; then pytest runs from the
-stage.  The submission's folder is not on ``sys.path`` here: the reporter puts it there only
-while the learner file is imported, so no helper module of the submission can be imported
+stage.  The submission's folder is not on ``sys.path`` here: the reporter appends it only
+when the learner file is about to be imported, so no helper module of the submission can be imported
 in place of a module the standard library, pytest or the harness look for (an optional
 module that ``subprocess``, ``copy`` or ``pickle`` try to import, say) before the guard is
 armed.  This is a file of the staged harness, not ``-c`` code: the guard trusts code by its

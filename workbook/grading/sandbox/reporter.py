@@ -198,11 +198,11 @@ class Reporter:
         # replaced builtins.isinstance must not be able to skip the comparison below.
         if record.event == "start":  # the last record before the learner import
             self.snapshot = Snapshot(self.guarded, self.plugins, self.refusals)
-            # The submission's folder, for its helper modules: on sys.path only while the
-            # learner file is imported (taken off again when pytest_configure is done).
+            # The submission's folder, for its helper modules: on sys.path (last) from the
+            # learner import on, never before: nothing of the submission can run before
+            # the guard and this snapshot.  (It stays: a helper imported lazily, inside a
+            # function, is the submission's own code running anyway.)
             sys.path.append(_SUBMISSION)
-        elif record.event == "import_error":
-            _leave_path()
         if record.event == "test":
             verdict = "failed" if record.nodeid in self.pytest_failed else "passed"
             record = dataclasses.replace(record, pytest_outcome=verdict)
@@ -238,18 +238,6 @@ def pytest_configure(config) -> None:
     del key
     workbook.plugin.set_report_sink(reporter.emit)
     _REPORTER.append(reporter)
-
-
-def _leave_path() -> None:
-    """The submission's folder off ``sys.path`` again (it was there for the learner import)."""
-    while _SUBMISSION in sys.path:
-        sys.path.remove(_SUBMISSION)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionstart(session) -> None:
-    """Every plugin is configured, so the learner file has been imported."""
-    _leave_path()
 
 
 @pytest.hookimpl(trylast=True)
