@@ -147,6 +147,9 @@ def judge(problem: manifest.Problem, outcome: runner.Outcome,
         notes.append(f"printed {outcome.output_bytes} bytes (only the tail is kept)")
     if outcome.leftovers:
         notes.append(f"{outcome.leftovers} leftover process(es) killed after the run")
+    if outcome.run_memory:
+        notes.append(f"the run reached its memory limit ({limits.run_memory >> 20} MiB for all "
+                     "of its processes together): the kernel stopped some of them")
     return Entry(
         status="error" if reasons else "ok", checkpoints=result.checkpoints,
         max_score=problem.points, reasons=reasons, notes=notes,

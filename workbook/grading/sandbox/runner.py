@@ -468,14 +468,14 @@ class RunGroup:
 
     def hit_memory_limit(self) -> bool:
         for path in self.dirs:
-            for name in ("memory.failcnt", "memory.events"):
+            for name in ("memory.failcnt", "memory.memsw.failcnt", "memory.oom_control",
+                         "memory.events"):
                 with contextlib.suppress(OSError, ValueError):
                     text = (path / name).read_text()
-                    if name == "memory.failcnt" and int(text) > 0:
+                    if name.endswith("failcnt") and int(text) > 0:
                         return True
-                    if name == "memory.events" and any(
-                            line.split()[0] in ("max", "oom_kill") and int(line.split()[1])
-                            for line in text.splitlines() if line.strip()):
+                    if any(line.split()[0] in ("oom_kill", "max") and int(line.split()[1])
+                           for line in text.splitlines() if len(line.split()) == 2):
                         return True
         return False
 
