@@ -339,7 +339,8 @@ def test_discovery_finds_folders_nested_files_and_lone_files_and_refuses_links(t
 # -- the battery: every kind of submission, graded once -------------------------------------
 
 def _battery_names() -> list[str]:
-    names = ["reference", "skeleton", "nested", "empty", "dave", "mallory-link"]
+    names = ["reference", "skeleton", "nested", "empty", "dave", "mallory-link",
+             battery.FAKE_NAME.format(first=P01)]
     names += [f"alt-p01-{p.stem}" for p in sorted(P01.alternates_dir.glob("*.py"))]
     kinds = [k for k in battery.HOSTILE
              if ISOLATION != "none" or k not in battery.NEEDS_PRIVILEGE]
@@ -355,9 +356,12 @@ def _grade_the_battery(root: Path) -> dict:
                  "--out", str(root / "gradebook.json"))
     seconds = time.monotonic() - started
     uids = json.loads((root / "gradebook.json").read_text()).get("sandbox_uids", [])
-    return {"returncode": out.returncode, "stdout": out.stdout, "stderr": out.stderr,
+    made = {"returncode": out.returncode, "stdout": out.stdout, "stderr": out.stderr,
             "seconds": seconds, "orphans": battery.marker_processes(bat.marker),
-            "sandbox_processes": _wait_for_no_sandbox_process(uids, 2)}
+            "sandbox_processes": _wait_for_no_sandbox_process(uids, 2),
+            "notes_left": battery.notes_left(bat.marker, uids)}
+    shutil.rmtree(battery.decoy_path(bat.marker), ignore_errors=True)
+    return made
 
 
 @pytest.fixture(scope="module")
@@ -406,9 +410,17 @@ def test_no_process_of_a_submission_outlives_the_batch(graded):
     assert out.orphans == []  # the orphan hostile's sleeper
     assert len(doc["sandbox_uids"]) == (2 if ISOLATION != "none" else 0)
     assert out.sandbox_processes == []
-    if ISOLATION == "namespaces":  # PID 1 of the namespace took every descendant with it
+    if ISOLATION in ("bwrap", "namespaces"):  # the PID namespace took every descendant
         assert all(e.get("leftovers", 0) == 0
                    for r in doc["rows"].values() for e in r["problems"].values())
+
+
+@pytest.mark.skipif(ISOLATION in ("none", "uid"), reason="needs the namespaces")
+def test_no_run_leaves_a_note_where_a_later_run_could_find_it(graded):
+    """The leave_a_note hostile wrote into /run/lock, /var/lock and /dev/shm and made System V
+    IPC objects: in the run's own view and IPC namespace, nothing of it is left outside."""
+    bat, doc, out, seconds = graded
+    assert out.notes_left == []
 
 
 def test_the_summary_table_shows_each_problem_with_submitted_passed_and_mean(graded):
@@ -449,10 +461,11 @@ def test_the_battery_exports_one_gradescope_results_json_per_submission(graded, 
     exports.export(book, "gradescope", tmp_path / "gs", single=False)
     written = {path.parent.name: json.loads(path.read_text())
                for path in (tmp_path / "gs").glob("*/results.json")}
-    assert sorted(written) == sorted(exports.safe_name(name) for name in bat.expected)
-    for name, results in written.items():
-        _check_results_json(results, [P01])
-        assert results["score"] == doc["rows"][name]["total"]
+    folders = exports.export_names(list(bat.expected))
+    assert sorted(written) == sorted(folders.values())
+    for name, folder in folders.items():
+        _check_results_json(written[folder], [P01])
+        assert written[folder]["score"] == doc["rows"][name]["total"]
 
 
 # -- resume after a kill; --fresh -----------------------------------------------------------
@@ -683,7 +696,8 @@ def test_unfinished_pairs_read_pending_in_every_export_and_count_nowhere(tmp_pat
     book = _book(tmp_path, {"ann": _entry(passed=("p01.fifo",)),
                             "bob": gradebook.Entry.placeholder(P01, "pending")})
     rows = list(csv.reader(io.StringIO(exports.csv_text(book))))
-    assert rows[2][:2] == ["bob", "pending"] and rows[2][6:8] == ["0", "pending"]
+    assert rows[2][:2] == ["bob", "pending"] and rows[2][6:8] == ["", "pending"]
+    assert rows[2][3] == rows[2][5] == ""  # no total, no percent: nothing is known yet
     doc = json.loads((tmp_path / "g.json").read_text())
     assert doc["rows"]["bob"]["status"] == "pending"
     results = exports.gradescope_results(book.rows["bob"], [P01])
@@ -706,7 +720,7 @@ def test_csv_for_spreadsheets_escapes_formulas_and_can_carry_a_bom_and_messages(
     assert row[head.index("percent")] == "10.0"
     assert row[head.index("p01.timeout message")] == "'-1 items: @fault"
     assert row[head.index("p01.fifo message")] == ""
-    assert stat.S_IMODE(out.stat().st_mode) == 0o644
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
 
 
 def test_a_sigterm_midway_exits_130_and_the_summary_counts_only_what_finished(tmp_path):
@@ -748,9 +762,14 @@ def test_gradescope_export_reuses_the_gradebook_of_an_earlier_csv_batch(graded, 
     assert len(list((tmp_path / "gs").glob("*/results.json"))) == len(bat.expected)
 
 
-def test_the_gradebook_is_readable_by_the_instructor(graded):
+def test_the_gradebook_and_its_exports_are_readable_by_the_instructor_only(graded, tmp_path):
     bat, doc, out, seconds = graded
-    assert stat.S_IMODE((bat.root / "gradebook.json").stat().st_mode) == 0o644
+    assert stat.S_IMODE((bat.root / "gradebook.json").stat().st_mode) == 0o600
+    assert stat.S_IMODE((bat.root / "gradebook-report.json").stat().st_mode) == 0o600
+    book = gradebook.Gradebook(bat.root / "gradebook.json", [P01])
+    exports.export(book, "gradescope", tmp_path / "gs", single=False)
+    assert {stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "gs").glob("*/results.json")} \
+        == {0o600}
 
 
 def test_without_a_terminal_each_finished_pair_prints_one_line(graded):
@@ -793,11 +812,17 @@ def test_a_submission_may_bring_helper_modules_beside_its_file(tmp_path):
     (subs / "ann" / P01.learner_file.name).write_text("from sink_core import OutputSink\n")
     (subs / "bob").mkdir()
     (subs / "bob" / P01.learner_file.name).write_text("from sink_core import OutputSink\n")
+    (subs / "carl").mkdir()  # imports its helper only when a test first makes a sink
+    (subs / "carl" / "sink_core.py").write_text(battery.reference(P01))
+    (subs / "carl" / P01.learner_file.name).write_text(
+        "class OutputSink:\n    def __new__(cls, *args, **kwargs):\n"
+        "        from sink_core import OutputSink as Real\n        return Real(*args, **kwargs)\n")
     state = tmp_path / "g.json"
     out = _grade(str(subs), "--problem", "p01", "--format", "json", "--out", str(state))
     assert out.returncode == 0, out.stderr
     rows = json.loads(state.read_text())["rows"]
     assert rows["ann"]["total"] == 100, rows["ann"]["reasons"]
+    assert rows["carl"]["total"] == 100, rows["carl"]["reasons"]
     assert rows["bob"]["total"] == 0 and "import error" in rows["bob"]["reasons"][0]
 
 
@@ -822,4 +847,368 @@ def test_run_autograder_writes_a_valid_zero_results_json_when_the_grader_fails(t
     assert out.returncode == 0, out.stderr
     doc = json.loads((base / "results" / "results.json").read_text())
     assert doc["score"] == 0 and doc["tests"] == [] and "exited with status 3" in doc["output"]
+    assert "not this submission" in doc["output"]  # the grader's fault, said so
+    assert doc["visibility"] == doc["stdout_visibility"] == "hidden"
     assert "workbook autograder:" in out.stdout
+
+
+# -- every input handled (issue 22, class 4) ------------------------------------------------
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="uid locks are taken as root only")
+def test_the_uid_locks_live_in_a_folder_of_their_own_and_a_squatted_path_is_skipped(
+        tmp_path, monkeypatch):
+    open_folder = tmp_path / "open"
+    open_folder.mkdir(mode=0o777)
+    open_folder.chmod(0o777)
+    locks = tmp_path / "locks"
+    monkeypatch.setattr(sandbox, "LOCK_FOLDERS", (str(open_folder), str(locks)))
+    assert sandbox.lock_folder() == str(locks)  # the world-writable one is passed over
+    assert stat.S_IMODE(locks.stat().st_mode) == 0o700
+    monkeypatch.setattr(sandbox, "UID_BASE", 63100)  # clear of the uids other graders use
+    (locks / "63100.lock").mkdir()  # something squats the first uid's lock path
+    with sandbox.UidClaim(2) as claim:
+        assert 63100 not in claim.uids and len(claim.uids) == 2
+    monkeypatch.setattr(sandbox, "LOCK_FOLDERS", (str(open_folder),))
+    with pytest.raises(sandbox.IsolationError, match="not a folder of this user's alone"):
+        sandbox.UidClaim(1)
+
+
+def test_discovery_walks_1100_nested_folders_without_recursion(tmp_path):
+    deep = tmp_path / "deep"
+    deep.mkdir()
+    fd = os.open(deep, os.O_RDONLY)
+    try:
+        for _ in range(1100):  # by descriptor: the whole path is longer than PATH_MAX
+            os.mkdir("d", dir_fd=fd)
+            inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        os.close(os.open(P01.learner_file.name, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+    finally:
+        os.close(fd)
+    (tmp_path / "ann").mkdir()
+    (tmp_path / "ann" / P01.learner_file.name).write_text("x = 1\n")
+    try:
+        found = {s.name: s for s in discovery.discover(tmp_path, [P01])}
+    finally:
+        _remove_nested(deep)  # shutil.rmtree (and pytest's cleanup) would recurse too deep
+    assert sorted(found) == ["ann", "deep"]
+    assert found["deep"].files == {} and "p01" in found["ann"].files
+
+
+def _remove_nested(top: Path) -> None:
+    """Remove a chain of folders ``top/d/d/...`` bottom up, by descriptor, without recursion."""
+    fds = [os.open(top, os.O_RDONLY)]
+    while True:
+        try:
+            fds.append(os.open("d", os.O_RDONLY, dir_fd=fds[-1]))
+        except FileNotFoundError:
+            break
+    for name in os.listdir(fds[-1]):
+        os.unlink(name, dir_fd=fds[-1])
+    while len(fds) > 1:
+        os.close(fds.pop())
+        os.rmdir("d", dir_fd=fds[-1])
+    os.close(fds[0])
+    top.rmdir()
+
+
+def test_a_400_term_expression_is_compared_for_similarity_without_a_crash(tmp_path):
+    long_sum = "TOTAL = " + " + ".join(f"v{i}" for i in range(400)) + "\n"
+    subs = []
+    for name in ("ann", "bob"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / P01.learner_file.name).write_text(long_sum)
+        subs.append(discovery.discover(tmp_path, [P01])[-1])
+    report = exports.similarity(discovery.discover(tmp_path, [P01]), [P01])
+    assert report["p01"]["identical"] == [["ann", "bob"]]
+
+
+def test_similar_names_export_to_different_folders(tmp_path):
+    book = _book(tmp_path, {"bob": _entry(passed=("p01.fifo", "p01.timeout")),
+                            "bob.": _entry(passed=())})
+    exports.export(book, "gradescope", tmp_path / "gs", single=False)
+    names = exports.export_names(["bob", "bob."])
+    assert len(set(names.values())) == 2 and names["bob"] == "bob"
+    scores = {folder.name: json.loads((folder / "results.json").read_text())["score"]
+              for folder in (tmp_path / "gs").iterdir()}
+    assert scores == {"bob": book.rows["bob"].total, names["bob."]: 0}
+    assert book.rows["bob"].total > 0
+
+
+def test_a_run_that_poses_as_the_sandbox_failing_is_not_taken_for_it(tmp_path):
+    """The sandbox's own failures come on a channel the run never holds: printing its text
+    and exiting 125 is the run's own failure; a real one (an exec that fails) is reported."""
+    with sandbox.UidClaim(0 if ISOLATION == "none" else 1) as claim:
+        uid = (claim.uids or [None])[0]
+        with sandbox.Stage(sandbox.Harness(()), "x", b"", uid) as stage:
+            spoof = sandbox.run(stage, [sys.executable, "-c",
+                                        "import sys; print('workbook sandbox: [bold]broken');"
+                                        " sys.exit(125)"],
+                                sandbox.Limits.for_wall(60), iso=ISOLATION, uid=uid)
+            real = sandbox.run(stage, [str(tmp_path / "no-such-program")],
+                               sandbox.Limits.for_wall(60), iso=ISOLATION, uid=uid)
+    assert spoof.exit_code == 125 and "workbook sandbox:" in spoof.output
+    assert spoof.sandbox_error is None
+    assert real.sandbox_error and "no-such-program" in real.sandbox_error
+
+
+def test_names_and_messages_print_as_text_in_the_terminal_the_log_and_the_exports(tmp_path):
+    from rich.console import Console
+
+    from workbook.grading import batch
+    evil = battery.FAKE_NAME.format(first=P01)
+    shown = batch.shown(evil)
+    assert "\n" not in shown and "\x1b" not in shown and "\r" not in shown
+    console = Console(file=io.StringIO(), highlight=False, color_system=None, width=300)
+    console.print(f"[red]{shown}[/red]")  # no markup error, nothing restyled
+    printed = console.file.getvalue()
+    assert "[bold green]" in printed and printed.count("\n") == 1
+    book = _book(tmp_path, {evil: _entry(message="\x1b[31mred\x1b[0m")})
+    text = exports.csv_text(book, messages=True)
+    assert "\x1b" not in text and "\\x1b[31mred" in text
+    results = exports.gradescope_results(book.rows[evil], [P01])
+    assert not any("\x1b" in t["output"] for t in results["tests"])
+
+
+def test_notes_are_capped_per_test():
+    trusted = [(n, c) for n, c in battery.collection_order(P01)][:1]
+    records = [protocol.Start(), protocol.Collected(1), protocol.Item(*trusted[0])]
+    records += [protocol.Note(trusted[0][1], f"note {i}") for i in range(1000)]
+    records += [protocol.TestDone(*trusted[0]), protocol.End()]
+    kept = judging._capped(protocol.honest_order(records, trusted).accepted)
+    notes = [r.text for r in kept if isinstance(r, protocol.Note)]
+    assert len(notes) == judging.NOTES_PER_TEST + 1
+    assert notes[-1] == f"({1000 - judging.NOTES_PER_TEST} more notes not kept)"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs a file of another user")
+def test_a_hard_link_to_a_root_only_file_is_refused(tmp_path):
+    secret = tmp_path / "secret.py"
+    secret.write_text("ANSWER = 42\n")
+    secret.chmod(0o600)
+    ann = tmp_path / "subs" / "ann"
+    ann.mkdir(parents=True)
+    os.chown(ann, 1000, 1000)  # the student's own folder
+    (ann / P01.learner_file.name).write_text("from helper import ANSWER\n")
+    os.chown(ann / P01.learner_file.name, 1000, 1000)
+    os.link(secret, ann / "helper.py")
+    (sub,) = discovery.discover(tmp_path / "subs", [P01])
+    assert sub.files and "helper.py" not in sub.helpers("p01")
+    os.link(secret, tmp_path / "subs" / f"bob_{P01.module}.py")
+    bob = next(s for s in discovery.discover(tmp_path / "subs", [P01]) if s.name == "bob")
+    assert "hard link" in bob.refused["p01"]
+
+
+def test_fresh_keeps_each_earlier_result_until_its_pair_is_redone(tmp_path):
+    from workbook.grading import batch
+    (tmp_path / "subs" / "ann").mkdir(parents=True)
+    (tmp_path / "subs" / "ann" / P01.learner_file.name).write_text("x = 1\n")
+    subs = discovery.discover(tmp_path / "subs", [P01])
+    harness = {"p01": sandbox.Harness.snapshot(P01)}
+    limits = {"p01": sandbox.Limits.for_wall(20)}
+    book = gradebook.Gradebook(tmp_path / "g.json", [P01])
+    done = _entry(passed=("p01.fifo",))
+    fp = f"{subs[0].fingerprint('p01')}:{harness['p01'].fingerprint}:20"
+    book.record("ann", "p01", done, fp)
+    assert batch._plan(subs, [P01], book, limits, harness).todo == []  # resume: skipped
+    plan = batch._plan(subs, [P01], book, limits, harness, fresh=True)
+    assert [(s.name, p.id) for s, p, _ in plan.todo] == [("ann", "p01")]
+    saved = json.loads((tmp_path / "g.json").read_text())["rows"]["ann"]["problems"]["p01"]
+    assert saved["status"] == "ok" and saved["score"] == done.score  # not 'pending' meanwhile
+
+
+def test_the_percent_is_out_of_the_assigned_problems_and_every_named_cause_counts(tmp_path):
+    p02 = manifest.get("p02")
+    book = gradebook.Gradebook(tmp_path / "g.json", [P01, p02])
+    entry = _entry(passed=("p01.fifo",))
+    fifo = next(cp for cp in entry.checkpoints if cp.id == "p01.timeout")
+    fifo.pitfall = "a_cause_of_a_wrong_variant"  # named by the checker, not a listed pitfall
+    book.record("ann", "p01", entry)
+    book.record("ann", "p02", gradebook.Entry.placeholder(p02, "not_submitted"))
+    rows = list(csv.reader(io.StringIO(exports.csv_text(book))))
+    head, row = rows
+    assert row[head.index("max_total")] == str(P01.points)  # nobody was given p02
+    assert json.loads((tmp_path / "g.json").read_text())["assigned"] == ["p01"]
+    causes = exports.insight(book)["p01"]["pitfalls"]
+    assert causes["a_cause_of_a_wrong_variant"]["checkpoints"] == ["p01.timeout"]
+    from workbook.grading import batch
+    batch.insight_view(exports.insight(book))  # an unlisted cause is shown, not a KeyError
+
+
+def test_lms_flat_files_make_one_row_per_student_and_a_file_of_another_problem_is_left_out(
+        tmp_path):
+    p03 = manifest.get("p03")
+    for name in (f"doe_jane_12345_{P01.module}.py", f"doe_jane_12345_{p03.module}.py",
+                 f"roe_rick_67890_{p03.module}.py"):
+        (tmp_path / name).write_text("x = 1\n")
+    found = {s.name: s for s in discovery.discover(tmp_path, [P01, p03])}
+    assert sorted(found) == ["doe_jane_12345", "roe_rick_67890"]
+    assert sorted(found["doe_jane_12345"].files) == ["p01", "p03"]
+    only_p01 = {s.name: s for s in discovery.discover(tmp_path, [P01])}
+    assert sorted(only_p01) == ["doe_jane_12345"]  # roe's p03 file is not graded as p01
+
+
+def test_gradescope_test_visibility_is_configurable(tmp_path):
+    book = _book(tmp_path, {"ann": _entry(passed=("p01.fifo",))})
+    doc = exports.gradescope_results(book.rows["ann"], [P01], visibility="after_published")
+    assert {t["visibility"] for t in doc["tests"]} == {"after_published"}
+    zip_path = tmp_path / "autograder.zip"
+    assert cli("gradescope-bundle", str(zip_path), "--problem", "p01",
+               "--visibility", "hidden").returncode == 0
+    with zipfile.ZipFile(zip_path) as zf:
+        assert "--visibility hidden" in zf.read("run_autograder").decode()
+
+
+def test_a_zip_in_the_class_folder_is_one_submission_unpacked_safely(tmp_path):
+    import zipfile as zf_module
+    with zf_module.ZipFile(tmp_path / "ann.zip", "w") as zf:
+        zf.writestr(f"ann/work/{P01.learner_file.name}", "x = 1\n")
+        zf.writestr(f"__MACOSX/ann/._{P01.learner_file.name}", "junk")
+        zf.writestr("../escape.py", "x = 2\n")
+    (tmp_path / "broken.zip").write_bytes(b"not a zip")
+    unpacked = tmp_path / ".unpacked"  # hidden: not a submission itself
+    unpacked.mkdir()
+    found = {s.name: s for s in discovery.discover(tmp_path, [P01], unpack_to=unpacked)}
+    assert sorted(found) == ["ann", "broken"]
+    assert found["ann"].files["p01"].read_text() == "x = 1\n"
+    assert found["ann"].files["p01"].is_relative_to(unpacked)
+    assert not (tmp_path / "escape.py").exists() and not list(unpacked.rglob("escape.py"))
+    assert "cannot be unpacked" in found["broken"].refused["p01"]
+
+
+def test_a_roster_names_who_is_absent_unknown_or_unmatched(tmp_path):
+    from workbook.grading import batch
+    subs = tmp_path / "subs"
+    for name in ("ann", "zoe"):
+        (subs / name).mkdir(parents=True)
+        (subs / name / P01.learner_file.name).write_text("x = 1\n")
+    (subs / "notes.txt").write_text("not a submission")
+    roster = tmp_path / "roster.csv"
+    roster.write_text("id,email\nann,a@x\nbob,b@x\n")
+    found = discovery.discover(subs, [P01])
+    report = batch.roster_report(roster, found, subs)
+    assert report == {"absent": ["bob"], "unknown": ["zoe"], "unmatched": ["notes.txt"],
+                      "roster": 2}
+
+
+def test_similarity_sees_a_renamed_reordered_copy_and_one_with_a_syntax_error(tmp_path):
+    import ast
+    source = P01.solution_file.read_text()
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            node.body = list(reversed(node.body))  # every method in the opposite order
+    copy = re.sub(r"\bself\._(\w+)", r"self._my_\1", ast.unparse(tree))
+    files = {"ref": source, "copy": copy, "broken": "def broken(:\n    pass\n" + copy}
+    files.update({f"alt-{p.stem}": p.read_text() for p in sorted(P01.alternates_dir.glob("*.py"))})
+    for name, text in files.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / P01.learner_file.name).write_text(text)
+    report = exports.similarity(discovery.discover(tmp_path, [P01]), [P01], threshold=0)
+    alike = {frozenset((d["a"], d["b"])): d["percent"] for d in report["p01"]["similar"]}
+    assert alike[frozenset(("ref", "copy"))] >= 90
+    assert alike[frozenset(("ref", "broken"))] >= 90
+    honest = [v for k, v in alike.items() if any(n.startswith("alt-") for n in k)
+              and not {"copy", "broken"} & k]
+    assert honest and max(honest) < 90  # different solutions to the same problem
+
+
+_GUARD_CHECK = r'''
+import sys, threading
+stage = sys.argv[1]
+sys.path.insert(0, stage)
+from workbook.grading.sandbox import guard
+refusals = guard.install(stage)
+sys.path.append(stage + "/submission")
+import harness_side, learner
+results = {}
+for name in ("getframe", "current_frames", "gc_objects", "settrace", "set_code", "tb_frame",
+             "typevar", "namedtuple", "logging", "harness_profile_raises", "thread_trace"):
+    try:
+        getattr(learner, name)()
+        results[name] = "allowed"
+    except RuntimeError as exc:
+        results[name] = "refused" if "workbook sandbox" in str(exc) else repr(exc)
+print(results)
+print(len(refusals()))
+'''
+
+_HARNESS_SIDE = '''
+import sys
+
+
+def run_profiled(fn):
+    """As the P03 acceptance set's probes do: a profile hook that raises inside the
+    submission's call (CPython then drops the hook itself)."""
+    def profile(frame, event, arg):
+        if event == "c_call":
+            raise KeyError("from the harness")
+    sys.setprofile(profile)
+    try:
+        fn()
+    except KeyError:
+        pass
+    finally:
+        sys.setprofile(None)
+'''
+
+_LEARNER = '''
+import gc, sys, threading
+
+
+def getframe(): sys._getframe()
+def current_frames(): sys._current_frames()
+def gc_objects(): gc.get_objects()
+def settrace(): sys.settrace(lambda *a: None)
+def set_code(): getframe.__code__ = settrace.__code__
+def tb_frame():
+    try:
+        raise ValueError
+    except ValueError as exc:
+        exc.__traceback__.tb_frame
+def typevar():
+    from typing import TypeVar
+    TypeVar("T")
+def namedtuple():
+    import collections
+    collections.namedtuple("Pair", "a b")
+def logging():
+    import logging as log
+    log.getLogger("x").warning("a warning from a submission")
+def harness_profile_raises():
+    import harness_side
+    harness_side.run_profiled(lambda: len([1, 2]))
+def thread_trace():
+    threading.settrace(lambda *a: None)
+    worker = threading.Thread(target=lambda: None)
+    worker.start()
+    worker.join()
+    threading.settrace(None)
+'''
+
+
+def test_the_audit_hook_refuses_the_escape_hatches_and_lets_correct_code_run(tmp_path):
+    stage = tmp_path / "stage"
+    (stage / "workbook" / "grading" / "sandbox").mkdir(parents=True)
+    (stage / "tests").mkdir()
+    (stage / "submission").mkdir()
+    for rel in ("workbook/__init__.py", "workbook/grading/__init__.py",
+                "workbook/grading/sandbox/__init__.py", "workbook/grading/sandbox/guard.py"):
+        shutil.copy(ROOT / rel, stage / rel)
+    (stage / "tests" / "harness_side.py").write_text(_HARNESS_SIDE)
+    (stage / "submission" / "learner.py").write_text(_LEARNER)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    out = subprocess.run([sys.executable, "-I", "-c", _GUARD_CHECK.replace(
+        "import harness_side", f"sys.path.insert(1, {str(stage / 'tests')!r}); import harness_side"),
+        str(stage)], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    results = eval(out.stdout.splitlines()[0])  # noqa: S307 - our own script's dict
+    refused = {"getframe", "current_frames", "gc_objects", "settrace", "set_code", "tb_frame"}
+    assert {k for k, v in results.items() if v == "refused"} == refused, results
+    assert all(results[k] == "allowed" for k in ("typevar", "namedtuple", "logging",
+                                                 "harness_profile_raises")), results
+    # threading.settrace's function is refused where it would be installed: in the new
+    # thread, which dies before running anything (the caller's own call returns).
+    assert "thread_trace" in out.stderr or "workbook sandbox" in out.stderr
+    assert int(out.stdout.splitlines()[1]) == len(refused) + 1

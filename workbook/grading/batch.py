@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
 from rich.table import Column, Table
@@ -36,6 +37,14 @@ from workbook.grading.sandbox import runner
 
 console = Console(highlight=False)
 errors = Console(stderr=True, highlight=False)
+
+
+def shown(text: object) -> str:
+    """Text that came from a submission (a name, a reason, a message) made safe to print in
+    a terminal or a log: control characters (newlines, ANSI escapes) shown as escapes, and
+    rich markup escaped, so it can neither fake a line nor restyle or abort the output."""
+    cleaned = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+    return escape(cleaned)
 
 
 def default_jobs() -> int:
@@ -77,6 +86,12 @@ def _parser() -> argparse.ArgumentParser:
                         help="CSV: a column with each failed checkpoint's message")
     parser.add_argument("--similarity", type=float, default=90.0, metavar="PERCENT",
                         help="report submissions at least this alike (default 90; 0: off)")
+    parser.add_argument("--visibility", choices=exports.VISIBILITIES, default="visible",
+                        help="gradescope: when students see each checkpoint's result "
+                             "(default: visible)")
+    parser.add_argument("--roster", type=Path, metavar="CSV",
+                        help="the class list (a CSV whose first column, or column 'id', holds "
+                             "each student's submission name): who is absent, who is unknown")
     parser.add_argument("--quiet", action="store_true", help="no progress, no summary")
     return parser
 
@@ -120,7 +135,7 @@ def main(argv: list[str]) -> int:
         with contextlib.ExitStack() as stack:
             return _grade(args, stack)
     except (GradeError, runner.IsolationError) as exc:
-        errors.print(f"[red]error:[/red] {exc}")
+        errors.print(f"[red]error:[/red] {shown(exc)}")
         return 2
 
 
@@ -135,7 +150,9 @@ def _grade(args, stack: contextlib.ExitStack) -> int:
     fmt, out, state = _paths(args)
     if state is None:
         state = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "gradebook.json"
-    submissions = discover(args.submissions.resolve(), problems, single=args.single)
+    unpacked = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="workbook-zips-")))
+    submissions = discover(args.submissions.resolve(), problems, single=args.single,
+                           unpack_to=unpacked)
     if not submissions:
         raise UsageError(f"no submissions found in {args.submissions}")
     iso = runner.detect([p.solution_file for p in manifest.problems().values()])
@@ -149,19 +166,21 @@ def _grade(args, stack: contextlib.ExitStack) -> int:
         book = Gradebook(state, problems, {
             "submissions_dir": str(args.submissions.resolve()), "isolation": iso,
             "harness": {pid: h.fingerprint for pid, h in harness.items()},
-            "sandbox_uids": claim.uids}, fresh=args.fresh)
+            "sandbox_uids": claim.uids})
         book.keep_only({s.name for s in submissions})  # rows of vanished submissions go
-        plan = _plan(submissions, problems, book, limits, harness)
+        plan = _plan(submissions, problems, book, limits, harness, fresh=args.fresh)
         interrupted = _run_plan(plan, book, limits, harness, iso, claim.uids, args)
     exports.export(book, fmt, out, single=args.single, excel=args.excel,
-                   messages=args.messages)
+                   messages=args.messages, visibility=args.visibility)
     extra = {"insight": exports.insight(book)}
+    if args.roster:
+        extra["roster"] = roster_report(args.roster, submissions, args.submissions)
     if args.similarity > 0:
         try:
             extra["similarity"] = exports.similarity(submissions, problems,
                                                      threshold=args.similarity)
         except ImportError:
-            errors.print("[yellow]note:[/yellow] the similarity report needs rapidfuzz "
+            errors.print("[yellow]note:[/yellow] the similarity report needs copydetect "
                          "(./check.sh grade installs it)")
     report = state.with_name(state.stem + "-report.json")
     atomic_write(report, json.dumps(extra, indent=1, ensure_ascii=False).encode())
@@ -170,10 +189,14 @@ def _grade(args, stack: contextlib.ExitStack) -> int:
         console.print(insight_view(extra["insight"]))
         if extra.get("similarity"):
             console.print(similarity_view(extra["similarity"]))
+        if "roster" in extra:
+            console.print(roster_view(extra["roster"]))
         console.print(f"class insight and similarity: {report}")
     if interrupted:
+        again = "again without --fresh" if args.fresh else "again"
         console.print("[yellow]interrupted:[/yellow] finished pairs are saved; unfinished ones "
-                      "are 'pending'. Run the same command again to go on from here.")
+                      f"are 'pending' (or keep their earlier result). Run the command {again} "
+                      "to go on from here.")
         return 130
     if plan.failed:
         errors.print(f"[red]{len(plan.failed)} run(s) could not be graded[/red] (the grader's "
@@ -196,14 +219,20 @@ def _only_writer(state: Path):
         yield
 
 
-def _plan(submissions, problems, book: Gradebook, limits, harness) -> Plan:
+def _plan(submissions, problems, book: Gradebook, limits, harness, fresh: bool = False) -> Plan:
     """Every pair into the gradebook: finished ones kept, instant ones (not submitted,
-    refused) recorded, the rest ``pending`` and queued."""
+    refused) recorded, the rest ``pending`` and queued.  ``fresh``: every pair is queued
+    again, but a finished result stays in the gradebook until its pair is redone (an
+    interrupted ``--fresh`` loses nothing)."""
     plan = Plan()
     for sub in submissions:
         for p in problems:
             fp = f"{sub.fingerprint(p.id)}:{harness[p.id].fingerprint}:{limits[p.id].wall:g}"
-            if book.finished(sub.name, p.id, fp):
+            if fresh and p.id in sub.files and p.id not in sub.refused \
+                    and book.finished(sub.name, p.id, fp):
+                plan.todo.append((sub, p, fp))  # redone; the old result shows until then
+                continue
+            if book.finished(sub.name, p.id, fp) and not fresh:
                 if p.id in sub.files or p.id in sub.refused:  # not "not submitted"
                     plan.skipped += 1
                 continue
@@ -238,7 +267,7 @@ def _run_plan(plan: Plan, book: Gradebook, limits, harness, iso: str, uids: list
     def work(sub: Submission, p: manifest.Problem) -> Entry | None:
         if stopping.is_set():
             return None
-        progress.update(task, description=f"{sub.name} · {p.id}")
+        progress.update(task, description=f"{shown(sub.name)} · {p.id}")
         return grade_pair(p, sub, trusted[p.id], harness[p.id], limits[p.id], iso, slot.uid)
 
     pool = ThreadPoolExecutor(max_workers=args.jobs, thread_name_prefix="grade",
@@ -275,16 +304,54 @@ def _finished(plan: Plan, book: Gradebook, sub: Submission, p: manifest.Problem,
     try:
         entry = future.result()
     except Exception as exc:  # noqa: BLE001 - the grader's fault: report, go on
-        entry, line = None, f"could not grade {sub.name}/{p.id}: {type(exc).__name__}: {exc}"
+        entry = None
+        line = f"could not grade {shown(sub.name)}/{p.id}: {type(exc).__name__}: {shown(exc)}"
         plan.failed.append(f"{sub.name}/{p.id}")  # left pending: the next run retries it
     else:
         book.record(sub.name, p.id, entry, fp)
-        line = (f"{sub.name}/{p.id}: {entry.status} {entry.score}/{entry.max_score}"
-                + (f" ({entry.reason})" if entry.reason else ""))
+        line = (f"{shown(sub.name)}/{p.id}: {entry.status} {entry.score}/{entry.max_score}"
+                + (f" ({shown(entry.reason)})" if entry.reason else ""))
     if not console.is_terminal and not quiet:  # a log line per pair, for CI and LMSs
         print(f"[{plan.done}/{len(plan.todo)}] {line}", flush=True)
     elif entry is None:
         progress.console.print(f"[red]{line}[/red]")
+
+
+def read_roster(path: Path) -> list[str]:
+    """The ids of a roster CSV: its column ``id`` (or ``student``, ``name``), else its first."""
+    import csv
+    try:
+        rows = [r for r in csv.reader(path.read_text("utf-8-sig").splitlines()) if r]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise run.UsageError(f"cannot read the roster {path}: {exc}") from None
+    if not rows:
+        return []
+    head = [c.strip().lower() for c in rows[0]]
+    column = next((head.index(k) for k in ("id", "student", "name") if k in head), None)
+    body = rows[1:] if column is not None else rows
+    return [r[column or 0].strip() for r in body if len(r) > (column or 0) and r[column or 0].strip()]
+
+
+def roster_report(path: Path, submissions: list[Submission], folder: Path) -> dict:
+    """Who on the roster handed in nothing (absent), which submissions are on no roster line
+    (unknown), and which entries of the class folder made no submission at all (unmatched)."""
+    ids = read_roster(path)
+    names = {s.name for s in submissions}
+    used = {s.path.name for s in submissions} | {p.name for s in submissions for p in s.extra_paths}
+    unmatched = sorted(e.name for e in folder.iterdir()
+                       if not e.name.startswith(".") and e.name not in used
+                       and e.name not in {"__MACOSX"})
+    return {"absent": sorted(set(ids) - names), "unknown": sorted(names - set(ids)),
+            "unmatched": unmatched, "roster": len(ids)}
+
+
+def roster_view(data: dict) -> Table:
+    table = _table("Roster", "who", "names", caption=f"{data['roster']} on the roster")
+    for key, what in (("absent", "on the roster, nothing submitted"),
+                      ("unknown", "submitted, not on the roster"),
+                      ("unmatched", "in the folder, not a submission")):
+        table.add_row(what, ", ".join(map(shown, data[key])) or "–")
+    return table
 
 
 def _table(title: str, *columns: str | Column, caption: str | None = None) -> Table:
@@ -321,10 +388,9 @@ def insight_view(data: dict) -> Table:
                    "pitfalls diagnosed (share of graded submissions)")
     for pid, info in data.items():
         by_checkpoint: dict[str, list[str]] = {}
-        problem = manifest.get(pid)
         for name, hit in info["pitfalls"].items():
-            for cp in problem.pitfall(name).fails:
-                by_checkpoint.setdefault(cp, []).append(f"{name} {hit['rate']:.0%}")
+            for cp in hit["checkpoints"]:
+                by_checkpoint.setdefault(cp, []).append(f"{shown(name)} {hit['rate']:.0%}")
         for cp_id, cp in info["checkpoints"].items():
             rate = "–" if cp["rate"] is None else f"{cp['rate']:.0%}"
             table.add_row(cp_id, rate, ", ".join(sorted(set(by_checkpoint.get(cp_id, [])))))
@@ -335,9 +401,10 @@ def similarity_view(data: dict) -> Table:
     table = _table("Similar submissions", "problem", "submissions", _right("alike"))
     for pid, info in data.items():
         for group in info["identical"]:
-            table.add_row(pid, ", ".join(group), "same after normalising")
+            table.add_row(pid, ", ".join(map(shown, group)), "same after normalising")
         for pair in info["similar"]:
-            table.add_row(pid, f"{pair['a']}, {pair['b']}", f"{pair['percent']:.0f} %")
+            table.add_row(pid, f"{shown(pair['a'])}, {shown(pair['b'])}",
+                          f"{pair['percent']:.0f} %")
     if not table.rows:
         table.add_row("–", "no two submissions are alike above the threshold", "")
     return table

@@ -26,6 +26,8 @@ SETUP_SH = """#!/usr/bin/env bash
 set -euo pipefail
 apt-get update
 apt-get install -y --no-install-recommends python3 python3-venv python3-pip
+# The grader's sandbox: bubblewrap where the image allows it (else its fallback is used).
+apt-get install -y --no-install-recommends bubblewrap || true
 python3 -m venv /autograder/venv
 /autograder/venv/bin/pip install --disable-pip-version-check \\
     -c /autograder/source/constraints.txt -e /autograder/source
@@ -44,14 +46,16 @@ rm -f "$results"
 cd "$base/source" || exit 1
 echo "workbook autograder: grading $base/submission (PROBLEMS)"
 "$python" -m workbook grade "$base/submission" --single --format gradescope \\
-    --out "$results" --gradebook "$base/results/gradebook.json" --problem PROBLEMS
+    --out "$results" --gradebook "$base/results/gradebook.json" --problem PROBLEMS \\
+    --visibility VISIBILITY
 status=$?
 echo "workbook autograder: the grader exited with $status"
 if [ ! -s "$results" ]; then
+    # The grader itself broke (not the submission): say so, and keep its log from students.
     reason="the grader exited with status $status without writing results"
-    printf '{"score": 0, "visibility": "visible", "stdout_visibility": "visible", "tests": [],
- "output": "The autograder could not grade this submission: %s"}\\n' "$reason" >"$results"
-    echo "workbook autograder: wrote a zero-score results.json: $reason"
+    printf '{"score": 0, "visibility": "hidden", "stdout_visibility": "hidden", "tests": [],
+ "output": "The autograder itself failed, not this submission (%s); its log is shown to the instructor only."}\\n' "$reason" >"$results"
+    echo "workbook autograder: the grader failed, not the submission: $reason"
 fi
 exit 0
 """
@@ -69,14 +73,15 @@ def constraints() -> str:
     return "".join(f"{name}=={version}\n" for name, version in sorted(pins.items()))
 
 
-def bundle_files(problems: list[manifest.Problem]) -> dict[str, bytes]:
+def bundle_files(problems: list[manifest.Problem],
+                 visibility: str = "visible") -> dict[str, bytes]:
     files = {str(rel): (ROOT / rel).read_bytes() for rel in staged_files(problems)}
     for name in ("pyproject.toml", "README.md"):
         files[name] = (ROOT / name).read_bytes()
     files["constraints.txt"] = constraints().encode()
     files["setup.sh"] = SETUP_SH.encode()
     files["run_autograder"] = RUN_AUTOGRADER.replace(
-        "PROBLEMS", " ".join(p.id for p in problems)).encode()
+        "PROBLEMS", " ".join(p.id for p in problems)).replace("VISIBILITY", visibility).encode()
     return files
 
 
@@ -88,11 +93,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("out", type=Path, help="the zip to write, e.g. autograder.zip")
     parser.add_argument("--problem", nargs="+", action="extend", metavar="pNN",
                         help="only these problems (default: all)")
+    from workbook.grading.exports import VISIBILITIES
+    parser.add_argument("--visibility", choices=VISIBILITIES, default="visible",
+                        help="when students see each checkpoint's result on Gradescope "
+                             "(default: visible)")
     args = parser.parse_args(argv)
     problems = select(args.problem)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name, data in sorted(bundle_files(problems).items()):
+        for name, data in sorted(bundle_files(problems, args.visibility).items()):
             info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))
             info.external_attr = (0o100755 if name in ("setup.sh", "run_autograder")
                                   else 0o100644) << 16

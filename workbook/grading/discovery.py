@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from workbook import manifest
 MAX_FILE = 1 << 20
 #: Helper modules beside a learner file: at most this many files, this many bytes in all.
 MAX_HELPERS, MAX_HELPER_BYTES = 64, 4 << 20
+#: How deep inside a submission learner files and helper packages are looked for.
+MAX_DEPTH = 16
 #: Folders never searched for learner files inside a submission.
 SKIP_DIRS = {"__pycache__", "__MACOSX", "node_modules", ".git", ".venv"}
 
@@ -29,6 +32,7 @@ class Submission:
     path: Path
     files: dict[str, Path] = field(default_factory=dict)    # problem id -> learner file
     refused: dict[str, str] = field(default_factory=dict)   # problem id -> why not run
+    extra_paths: list[Path] = field(default_factory=list)   # more lone files of one student
 
     def add(self, problem_id: str, path: Path) -> None:
         """``path`` as this submission's file for ``problem_id``, or refused and why."""
@@ -49,7 +53,7 @@ class Submission:
         """The helper modules beside this problem's learner file (none for a lone file):
         ``*.py`` files and packages of its folder, relative path -> bytes."""
         path = self.files[problem_id]
-        if path == self.path:
+        if path == self.path or path in self.extra_paths:
             return {}
         found: dict[str, bytes] = {}
         total = 0
@@ -79,14 +83,29 @@ class Submission:
 
 
 def discover(root: Path, problems: list[manifest.Problem], *,
-             single: bool = False) -> list[Submission]:
-    """The submissions in ``root``: each folder (or ``.py`` file) is one; ``single``: root
-    itself is one.  Symbolic links are never followed."""
+             single: bool = False, unpack_to: Path | None = None) -> list[Submission]:
+    """The submissions in ``root``: each folder (or ``.py`` file, or ``.zip`` archive,
+    unpacked into ``unpack_to``) is one; ``single``: root itself is one.  Symbolic links are
+    never followed."""
     if single:
         return [_folder_submission(root.name or "submission", root, problems)]
     found: dict[str, Submission] = {}
     for entry in sorted(root.iterdir()):
         if entry.name.startswith(".") or entry.name in SKIP_DIRS:
+            continue
+        if entry.suffix.lower() == ".zip" and entry.is_file() and not entry.is_symlink() \
+                and unpack_to is not None:
+            name = entry.stem
+            try:
+                folder = unpack(entry, unpack_to / f"{len(found)}-{name}")
+            except (OSError, zipfile.BadZipFile, ValueError) as exc:
+                sub = Submission(name, entry)
+                sub.refused = {p.id: f"the archive cannot be unpacked ({exc})" for p in problems}
+            else:
+                sub = _folder_submission(name, folder, problems)
+            if sub.name in found:
+                sub.name = entry.name
+            found[sub.name] = sub
             continue
         if entry.is_symlink():
             sub = Submission(entry.name, entry)
@@ -97,12 +116,53 @@ def discover(root: Path, problems: list[manifest.Problem], *,
             sub = _file_submission(entry, problems)
             if sub is None:
                 continue
+            other = found.get(sub.name)
+            if other is not None and other.path.is_file() and not (
+                    set(other.files) | set(other.refused)) & (set(sub.files) | set(sub.refused)):
+                # An LMS's flat files (``doe_jane_12345_p01_output_sink.py``, ``…_p03_…``):
+                # one student, one row, each file for its own problem.
+                other.files.update(sub.files)
+                other.refused.update(sub.refused)
+                other.extra_paths.append(entry)
+                continue
         else:
             continue
         if sub.name in found:  # a lone file's short name is taken: its full name
             sub.name = entry.name
         found[sub.name] = sub
     return list(found.values())
+
+
+#: An archive's limits: members, bytes unpacked in all.
+MAX_MEMBERS, MAX_UNPACKED = 2000, 32 << 20
+
+
+def unpack(archive: Path, into: Path) -> Path:
+    """Unpack a submission's ``.zip`` into ``into`` (made here): regular files only, no path
+    that leaves the folder, no links, ``__MACOSX`` and hidden entries left out, at most
+    ``MAX_MEMBERS`` members and ``MAX_UNPACKED`` bytes."""
+    into.mkdir(parents=True)
+    total = 0
+    with zipfile.ZipFile(archive) as zf:
+        members = zf.infolist()
+        if len(members) > MAX_MEMBERS:
+            raise ValueError(f"more than {MAX_MEMBERS} entries")
+        for info in members:
+            parts = Path(info.filename.replace("\\", "/")).parts
+            if info.is_dir() or not parts or any(
+                    part in ("..", "") or part.startswith(".") or part in SKIP_DIRS
+                    for part in parts) or info.filename.startswith("/"):
+                continue
+            if stat.S_ISLNK(info.external_attr >> 16):
+                continue
+            total += info.file_size
+            if total > MAX_UNPACKED:
+                raise ValueError(f"more than {MAX_UNPACKED >> 20} MiB unpacked")
+            target = into.joinpath(*parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(info) as src, open(target, "xb") as dst:
+                dst.write(src.read(MAX_FILE + 1))
+    return into
 
 
 def _folder_submission(name: str, folder: Path, problems: list[manifest.Problem]) -> Submission:
@@ -117,11 +177,12 @@ def _folder_submission(name: str, folder: Path, problems: list[manifest.Problem]
 def _file_submission(path: Path, problems: list[manifest.Problem]) -> Submission | None:
     """A lone ``.py`` file: for the one selected problem, or the problem whose module (or
     id) its name contains.  Its name, minus that, names the submission."""
-    if len(problems) == 1:
-        matches = problems
-    else:
-        matches = [p for p in problems if p.module in path.stem] or \
-                  [p for p in problems if path.stem.startswith(p.id)]
+    matches = [p for p in problems if p.module in path.stem] or \
+              [p for p in problems if path.stem.startswith(p.id)]
+    if not matches and len(problems) == 1 and not any(
+            q.module in path.stem or path.stem.startswith(q.id)
+            for q in manifest.problems().values()):
+        matches = problems  # named after no problem at all: the one being graded
     if len(matches) != 1:
         return None
     problem = matches[0]
@@ -132,13 +193,29 @@ def _file_submission(path: Path, problems: list[manifest.Problem]) -> Submission
 
 
 def _walk(folder: Path, packages_only: bool = False):
-    """``(folder, sorted file names)`` for ``folder`` and its subfolders (links not followed,
-    hidden ones and ``SKIP_DIRS`` left out; ``packages_only``: only packages)."""
-    for current, dirs, files in os.walk(folder, followlinks=False):
-        here = Path(current)
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS
-                         and (not packages_only or (here / d / "__init__.py").is_file()))
-        yield here, sorted(files)
+    """``(folder, sorted file names)`` for ``folder`` and its subfolders, shallowest first, at
+    most ``MAX_DEPTH`` deep (links not followed, hidden ones and ``SKIP_DIRS`` left out;
+    ``packages_only``: only packages).  Iterative, and a folder that cannot be read is
+    skipped: no nesting or unreadable folder stops a batch."""
+    pending = [(folder, 0)]
+    while pending:
+        here, depth = pending.pop(0)
+        try:
+            with os.scandir(here) as entries:
+                listed = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
+        except OSError:
+            continue
+        # Everything but folders (links too: the caller refuses them with a reason).
+        files = sorted(name for name, is_dir in listed if not is_dir)
+        yield here, files
+        if depth >= MAX_DEPTH:
+            continue
+        for name in sorted(name for name, is_dir in listed if is_dir):
+            if name.startswith(".") or name in SKIP_DIRS:
+                continue
+            if packages_only and not os.path.isfile(os.path.join(here, name, "__init__.py")):
+                continue
+            pending.append((here / name, depth + 1))
 
 
 def _find(folder: Path, filename: str) -> Path | None:
@@ -158,4 +235,14 @@ def _refusal(path: Path) -> str | None:
         return "not a regular file"
     if info.st_size > MAX_FILE:
         return f"too large ({info.st_size} bytes; the limit is {MAX_FILE})"
+    if info.st_nlink > 1:
+        # A hard link can name any file of the same filesystem: one the grader (root) may
+        # read and the submission's author may not.  Only a link to a file of the folder's
+        # owner that anyone may read is taken.
+        try:
+            folder_owner = os.lstat(path.parent).st_uid
+        except OSError:
+            folder_owner = -1
+        if info.st_uid != folder_owner or not info.st_mode & stat.S_IROTH:
+            return "a hard link to a file of another user or not readable by all (refused)"
     return None

@@ -2,8 +2,8 @@
 
 Every pair of a batch is in the gradebook from the start: ``pending`` until its run finishes,
 so an interrupted batch never shows unfinished work as a score.  The file is replaced
-atomically (a reader or a crash sees the old or the new book, never half of each) and is
-readable by its owner's group and others (0644, as any exported file).
+atomically (a reader or a crash sees the old or the new book, never half of each) and, like
+every export, is readable by its owner only (0600: it holds every name, score and hash).
 """
 from __future__ import annotations
 
@@ -33,6 +33,8 @@ class Entry:
     notes: list[str] = field(default_factory=list)
     file: str | None = None
     sha256: str | None = None
+    #: Every file that was graded (the learner file and each helper module) -> its SHA-256.
+    files: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     tests_reported: int = 0
     tests_expected: int = 0
@@ -88,7 +90,7 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
+def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Replace ``path`` with ``data``: old or new, never half of each; ``mode`` as given."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -176,11 +178,27 @@ class Gradebook:
                                            ensure_ascii=False).encode("utf-8"))
 
     def to_json(self) -> dict:
+        self.meta["max_total"] = self.max_total
+        self.meta["assigned"] = [p.id for p in self.assigned]
         return {**self.meta, "rows": {
             name: {"submission": name, "status": row.status, "total": row.total,
-                   "max_total": self.meta["max_total"], "reasons": row.reasons,
+                   "max_total": self.max_total, "reasons": row.reasons,
                    "problems": {pid: e.to_json() for pid, e in row.problems.items()}}
             for name, row in sorted(self.rows.items())}}
+
+    @property
+    def assigned(self) -> list[manifest.Problem]:
+        """The problems this class was given: those any submission has a file for (a
+        problem nobody submitted was not assigned), or all of them when none has."""
+        present = [p for p in self.problems if any(
+            (e := r.problems.get(p.id)) is not None and e.status != "not_submitted"
+            for r in self.rows.values())]
+        return present or list(self.problems)
+
+    @property
+    def max_total(self) -> int:
+        """What a row's total is out of: the points of the assigned problems."""
+        return sum(p.points for p in self.assigned)
 
     def sorted_rows(self) -> list[Row]:
         return [self.rows[n] for n in sorted(self.rows)]

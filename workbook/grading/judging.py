@@ -21,22 +21,45 @@ from workbook.grading.sandbox import runner
 
 #: How much output an error entry keeps (the tail), for the instructor's eyes only.
 OUTPUT_KEPT = 1500
+#: Notes kept per test (a run that sends 100 000 would otherwise fill the gradebook).
+NOTES_PER_TEST = 10
+
+
+def _capped(records: list[protocol.Record]) -> list[protocol.Record]:
+    """The accepted records with at most ``NOTES_PER_TEST`` notes per test; one more note
+    says how many were dropped."""
+    out: list[protocol.Record] = []
+    notes = dropped = 0
+    for rec in records:
+        if isinstance(rec, protocol.Note):
+            notes += 1
+            if notes > NOTES_PER_TEST:
+                dropped += 1
+                continue
+        elif isinstance(rec, (protocol.TestDone, protocol.End)):
+            if dropped:
+                out.append(protocol.Note(last_note.checkpoint,
+                                         f"({dropped} more notes not kept)"))
+            notes = dropped = 0
+        if isinstance(rec, protocol.Note):
+            last_note = rec
+        out.append(rec)
+    return out
 
 
 class GradeError(Exception):
     """The batch cannot go on (not a problem with one submission)."""
 
 
-#: pytest started inside the sandbox: the stage first on sys.path, the submission's folder
-#: last, nothing from the grader's.
-_LAUNCH = ("import sys; root = sys.argv.pop(1); sys.path.insert(0, root); "
-           "sys.path.append(root + '/submission'); import pytest; "
-           "raise SystemExit(pytest.main(sys.argv[1:]))")
+#: pytest started inside the sandbox by the staged launcher: the audit hook first, the stage
+#: first on sys.path, nothing from the grader's (the submission's folder only while the
+#: learner file is imported, see ``sandbox.launch``).
+_LAUNCHER = Path("workbook", "grading", "sandbox", "launch.py")
 
 
 def pytest_command(problem: manifest.Problem, stage: runner.Stage,
                    collect_only: bool = False) -> list[str]:
-    return [sys.executable, "-I", "-B", "-c", _LAUNCH, str(stage.dir),
+    return [sys.executable, "-I", "-B", str(stage.dir / _LAUNCHER), str(stage.dir),
             "-p", "workbook.grading.sandbox.reporter", "-c", str(stage.dir / "pytest.ini"), "-s",
             *run.pytest_args(problem, stage.target, None, root=stage.dir),
             *(["--collect-only"] if collect_only else [])]
@@ -68,6 +91,8 @@ def _stop_reason(outcome: runner.Outcome, limits: runner.Limits, ended: bool) ->
         return f"timed out (limit {limits.wall:g} s)"
     if ended or outcome.timed_out == "exit":
         return None
+    if outcome.run_memory and outcome.signal == signal.SIGKILL:
+        return f"stopped by the memory limit of the whole run ({limits.run_memory >> 20} MiB)"
     if outcome.signal:
         try:
             return f"crashed ({signal.Signals(outcome.signal).name})"
@@ -85,7 +110,8 @@ def judge(problem: manifest.Problem, outcome: runner.Outcome,
     for nodeid, cp in trusted:
         collected.setdefault(cp, []).append(nodeid)
     result = run.result_from_records(
-        problem, target, [protocol.Collected(len(trusted), collected), *verdict.accepted],
+        problem, target, [protocol.Collected(len(trusted), collected),
+                          *_capped(verdict.accepted)],
         limit=limits.wall)
     reported = Counter(r.checkpoint for r in verdict.accepted if isinstance(r, protocol.TestDone))
 
@@ -121,6 +147,9 @@ def judge(problem: manifest.Problem, outcome: runner.Outcome,
         notes.append(f"printed {outcome.output_bytes} bytes (only the tail is kept)")
     if outcome.leftovers:
         notes.append(f"{outcome.leftovers} leftover process(es) killed after the run")
+    if outcome.run_memory:
+        notes.append(f"the run reached its memory limit ({limits.run_memory >> 20} MiB for all "
+                     "of its processes together): the kernel stopped some of them")
     return Entry(
         status="error" if reasons else "ok", checkpoints=result.checkpoints,
         max_score=problem.points, reasons=reasons, notes=notes,
@@ -139,13 +168,16 @@ def grade_pair(problem: manifest.Problem, sub: Submission, trusted: list[tuple[s
     grader's own failures (``runner.run`` never raises for what learner code does)."""
     path = sub.files[problem.id]
     source = sub.read(path)
-    display = str(Path(sub.name) / path.relative_to(sub.path)) if path != sub.path \
-        else path.name
-    with runner.Stage(harness, problem.module, source, uid,
-                      helpers=sub.helpers(problem.id)) as stage:
+    display = path.name if path == sub.path or path in sub.extra_paths \
+        else str(Path(sub.name) / path.relative_to(sub.path))
+    helpers = sub.helpers(problem.id)
+    with runner.Stage(harness, problem.module, source, uid, helpers=helpers) as stage:
         outcome = runner.run(stage, pytest_command(problem, stage), limits, iso=iso, uid=uid)
         if outcome.sandbox_error:
             raise GradeError(f"the sandbox failed: {outcome.sandbox_error}")
         entry = judge(problem, outcome, trusted, limits, display, stage.dir, stage.target)
     entry.file, entry.sha256 = display, hashlib.sha256(source).hexdigest()
+    folder = Path(display).parent
+    entry.files = {display: entry.sha256, **{
+        str(folder / rel): hashlib.sha256(data).hexdigest() for rel, data in helpers.items()}}
     return entry

@@ -101,16 +101,32 @@ def with_epilogue(body: str, epilogue: str) -> str:
     return f"{body}\n\n{epilogue}\n"
 
 
-# The test that pytest is starting right now, seen from a trace function: the frame of a
-# ``test_*`` function called by pytest's own ``pytest_pyfunc_call``.
-_TEST_TRACE = '''
-import sys as _h_sys
+# The test pytest is in right now, seen from the submission's own methods: every method of
+# its classes first calls ``on_call(test)`` with pytest's PYTEST_CURRENT_TEST (no trace
+# function: the sandbox refuses those to a submission).
+_TEST_WATCH = '''
+import functools as _h_functools
+import os as _h_os
+import threading as _h_threading
 
 
-def _h_is_test_call(frame, event):
-    return (event == "call" and frame.f_code.co_name.startswith("test_")
-            and frame.f_back is not None
-            and frame.f_back.f_code.co_name == "pytest_pyfunc_call")
+def _h_current_test():
+    text = _h_os.environ.get("PYTEST_CURRENT_TEST", "")
+    return text.rsplit(" ", 1)[0] if text.endswith("(call)") else None
+
+
+def _h_watch(on_call):
+    def wrap(fn):
+        @_h_functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            on_call(_h_current_test())
+            return fn(*args, **kwargs)
+        return wrapper
+    for _h_obj in list(globals().values()):
+        if isinstance(_h_obj, type) and _h_obj.__module__ == __name__:
+            for _h_attr, _h_value in list(vars(_h_obj).items()):
+                if callable(_h_value) and (not _h_attr.startswith("_") or _h_attr == "__init__"):
+                    setattr(_h_obj, _h_attr, wrap(_h_value))
 '''
 
 HOSTILE = {
@@ -130,51 +146,46 @@ HOSTILE = {
         "import sys as _h_sys\n_h_sys.exit(0)\n", reference(p)),
 
     # Passes the first test, then leaves with exit code 0 as the second test starts.
-    "exit_in_second_test": lambda p, ctx: with_epilogue(reference(p), _TEST_TRACE + '''
-import os as _h_os
+    "exit_in_second_test": lambda p, ctx: with_epilogue(reference(p), _TEST_WATCH + '''
 _h_seen = []
 
 
-def _h_trace(frame, event, arg):
-    if _h_is_test_call(frame, event):
-        _h_seen.append(frame.f_code.co_name)
+def _h_on_call(test):
+    if test and test not in _h_seen:
+        _h_seen.append(test)
         if len(_h_seen) == 2:
             _h_os._exit(0)
-    return None
 
 
-_h_sys.settrace(_h_trace)
+_h_watch(_h_on_call)
 '''),
 
     # Raises SystemExit inside the second test only: that test fails, every other passes.
-    "sys_exit_in_second_test": lambda p, ctx: with_epilogue(reference(p), _TEST_TRACE + '''
+    "sys_exit_in_second_test": lambda p, ctx: with_epilogue(reference(p), _TEST_WATCH + '''
 _h_seen = []
 
 
-def _h_trace(frame, event, arg):
-    if _h_is_test_call(frame, event):
-        _h_seen.append(frame.f_code.co_name)
+def _h_on_call(test):
+    if test and test not in _h_seen:
+        _h_seen.append(test)
         if len(_h_seen) == 2:
-            _h_sys.settrace(None)
             raise SystemExit(3)
-    return None
 
 
-_h_sys.settrace(_h_trace)
+_h_watch(_h_on_call)
 '''),
 
     # Deadlocks the whole process in the first test, deaf to pytest-timeout's SIGALRM and to
     # any exception the harness injects to stop it.
-    "deadlock": lambda p, ctx: with_epilogue(reference(p), _TEST_TRACE + '''
+    "deadlock": lambda p, ctx: with_epilogue(reference(p), _TEST_WATCH + '''
 import signal as _h_signal
-import threading as _h_threading
 _h_signal.pthread_sigmask(_h_signal.SIG_BLOCK, {_h_signal.SIGALRM})
 _h_never = _h_threading.Lock()
 _h_never.acquire()
 
 
-def _h_trace(frame, event, arg):
-    if _h_is_test_call(frame, event):
+def _h_on_call(test):
+    if test and _h_threading.current_thread() is _h_threading.main_thread():
         # No signal handler runs in this thread from now on, and an exception injected from
         # another thread waits for a bytecode boundary that never comes: the acquire never
         # returns.  (Without the mask, a second signal landing in the except clause escaped.)
@@ -184,10 +195,9 @@ def _h_trace(frame, event, arg):
                 _h_never.acquire()
             except BaseException:
                 pass
-    return None
 
 
-_h_sys.settrace(_h_trace)
+_h_watch(_h_on_call)
 '''),
 
     "fake_passed_output": lambda p, ctx: with_prelude(f'''
@@ -544,6 +554,147 @@ if _h_reporter is not None:
             break
 '''),
 
+    # Reaches the reporter through the harness plugin's sink and finds pytest's plugin manager
+    # on it (no gc, no frames): signs a perfect run itself, then leaves.  Still the stated
+    # limit of an in-process report.
+    "forge_via_reporter_fields": lambda p, ctx: with_epilogue(skeleton(p), '''
+import os as _h_os
+import workbook.plugin as _h_plugin
+import workbook.grading.sandbox.reporter as _h_guard
+from workbook.grading import protocol as _h_protocol
+_h_reporter = getattr(_h_plugin._sink, "__self__", None)
+if _h_reporter is not None:
+    class _h_Plugin:
+        def pytest_collection_finish(self, session):
+            for _h_item in session.items:
+                _h_cp = _h_item.get_closest_marker("checkpoint").args[0]
+                _h_reporter.send(_h_protocol.Item(_h_item.nodeid, _h_cp))
+            for _h_item in session.items:
+                _h_cp = _h_item.get_closest_marker("checkpoint").args[0]
+                _h_reporter.send(_h_protocol.TestDone(_h_item.nodeid, _h_cp))
+            _h_reporter.send(_h_protocol.End())
+            _h_os._exit(0)
+
+    _h_reporter.plugins.register(_h_Plugin(), "h-forge")
+    _h_reporter.snapshot.hooks.update(_h_guard._hooks(_h_reporter.plugins))
+'''),
+
+    # Class 1: code that runs before the guard.  A helper package named like an optional
+    # module the standard library tries at import time (``copy`` and ``pickle`` try
+    # ``org.python.core``, ``subprocess`` and others ``msvcrt``) patches pytest's reports
+    # while pytest is still being imported, so a snapshot taken later sees the patch as the
+    # baseline.  The learner file is the untouched skeleton.
+    "helper_before_guard": lambda p, ctx: skeleton(p),
+
+    # Class 2: a sys.settrace function that makes check()'s condition true in every frame
+    # of it (written back into the frame with PyFrame_LocalsToFast; 3.13 writes through).
+    "settrace_condition": lambda p, ctx: with_epilogue(skeleton(p), '''
+import sys as _h_sys
+import threading as _h_threading
+
+
+def _h_trace(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "check" \\
+            and "testkit" in frame.f_code.co_filename:
+        frame.f_locals["condition"] = True
+        try:
+            import ctypes as _h_ctypes
+            _h_ctypes.pythonapi.PyFrame_LocalsToFast(_h_ctypes.py_object(frame),
+                                                     _h_ctypes.c_int(0))
+        except Exception:
+            pass
+    return None
+
+
+for _h_install in (_h_sys.settrace, _h_threading.settrace):
+    try:
+        _h_install(_h_trace)
+    except Exception:
+        pass
+'''),
+
+    # Class 2: the harness's float thresholds rewritten in place through ctypes: the same
+    # objects, other values (a thread burning CPU would count as parked).
+    "ctypes_constant": lambda p, ctx: with_epilogue(skeleton(p), '''
+import ctypes as _h_ctypes
+import workbook.testkit as _h_testkit
+for _h_name in ("PARKED_CPU", "STILL_CPU"):
+    _h_value = getattr(_h_testkit, _h_name, None)
+    if type(_h_value) is float:
+        _h_ctypes.cast(id(_h_value), _h_ctypes.POINTER(_h_ctypes.c_double))[2] = 1e9
+'''),
+
+    # Class 2: every object of the process from the garbage collector, the pytest plugin
+    # manager among them.
+    "gc_objects": lambda p, ctx: with_epilogue(skeleton(p), '''
+import gc as _h_gc
+try:
+    _h_found = [o for o in _h_gc.get_objects() if type(o).__name__ == "PytestPluginManager"]
+except Exception:
+    _h_found = []
+'''),
+
+    # Class 2: the harness's frames from a traceback and from sys._getframe, and a
+    # function's code swapped for another's.
+    "frames_and_code": lambda p, ctx: with_epilogue(skeleton(p), '''
+import sys as _h_sys
+import workbook.testkit as _h_testkit
+for _h_attempt in (lambda: _h_sys._getframe(0),
+                   lambda: _h_sys._current_frames(),
+                   lambda: setattr(_h_testkit.check, "__code__", (lambda *a, **k: None).__code__),
+                   lambda: compile("x = 1", _h_testkit.__file__, "exec")):
+    try:
+        _h_attempt()
+    except Exception:
+        pass
+'''),
+
+    # Class 3: what the run can see.  Another checkout's solutions elsewhere on disk, a
+    # classmate's file in the class folder, the gradebook: if any of them can be read, the
+    # reference it carries runs instead of the skeleton (and scores 100).
+    "read_elsewhere": lambda p, ctx: f'''from __future__ import annotations
+_h_seen = []
+for _h_path in {list(ctx.elsewhere)!r}:
+    try:
+        with open(_h_path, "rb") as _h_f:
+            _h_f.read(1)
+        _h_seen.append(_h_path)
+    except OSError:
+        pass
+if _h_seen:
+    exec(compile({reference(p)!r}, "stolen", "exec"), globals())
+else:
+{_indent(skeleton_body(p))}
+''',
+
+    # Class 3: leaves notes where a later run could find them: a file in /run/lock and
+    # /dev/shm, a System V message queue and shared memory segment (util-linux's ipcmk).
+    # The selftest looks for them after the batch.
+    "leave_a_note": lambda p, ctx: with_prelude(f'''
+import subprocess as _h_subprocess
+for _h_dir in ("/run/lock", "/var/lock", "/dev/shm"):
+    try:
+        with open(_h_dir + "/{ctx.marker}-note", "w") as _h_f:
+            _h_f.write("the answer is 42")
+    except OSError:
+        pass
+for _h_kind in ("-Q", "-M"):
+    try:
+        _h_subprocess.run(["ipcmk", _h_kind] + (["4096"] if _h_kind == "-M" else []),
+                          capture_output=True, timeout=10)
+    except (OSError, _h_subprocess.SubprocessError):
+        pass
+''', reference(p)),
+
+    # Prints the grader's own failure text (with rich markup) and exits with the sandbox's
+    # "could not start" code: the row must be the submission's failure, never pending.
+    "spoof_own_failure": lambda p, ctx: with_prelude('''
+import os as _h_os, sys as _h_sys
+_h_sys.stderr.write("workbook sandbox: [bold red]the sandbox could not start the run[/]\\n")
+_h_sys.stderr.flush()
+_h_os._exit(125)
+''', reference(p)),
+
     # Asserts the sandbox from inside: a correct solution that fails to import otherwise.
     "sandbox_probe": lambda p, ctx: with_prelude(f'''
 import os as _h_os, resource as _h_resource, socket as _h_socket
@@ -572,6 +723,49 @@ if _h_problems:
 }
 
 
+_PATCH_REPORTS_AT_IMPORT = '''
+import _pytest.reports as _h_reports
+_h_init = _h_reports.TestReport.__init__
+
+
+def _h_passing_init(self, *args, **kwargs):
+    _h_init(self, *args, **kwargs)
+    self.outcome, self.longrepr = "passed", None
+
+
+_h_reports.TestReport.__init__ = _h_passing_init
+'''
+
+#: Helper modules some hostile kinds bring beside their learner file (path -> source).
+HELPERS = {
+    "helper_before_guard": {"org/__init__.py": _PATCH_REPORTS_AT_IMPORT,
+                            "org/python/__init__.py": "", "msvcrt.py": _PATCH_REPORTS_AT_IMPORT},
+}
+
+
+#: A submission folder whose name carries rich markup, a newline and ANSI codes: printed
+#: as is, it would fake a finished "ok 100/100" line in the log and restyle the terminal.
+FAKE_NAME = "eve\x1b[2K\r[bold green]\n[1] reference·{first.id}: ok 100 of 100 [italic red]"
+
+
+def decoy_path(marker: str) -> Path:
+    """Where ``decoy_checkout`` puts its checkout (remove it after the batch)."""
+    if os.geteuid() != 0:
+        return Path(tempfile.gettempdir()) / f"workbook-decoy-{marker}"
+    return Path("/run") / f"workbook-decoy-{marker}"
+
+
+def decoy_checkout(marker: str) -> Path:
+    """Another checkout of the project elsewhere on disk (outside the repository, home and
+    /tmp): its ``solutions/`` holds the references.  Under /run (a tmpfs, gone at reboot)."""
+    decoy = decoy_path(marker)
+    for p in manifest.problems().values():
+        target = decoy / "solutions" / p.solution_file.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(reference(p), "utf-8")
+    return decoy
+
+
 def skeleton_body(p: manifest.Problem) -> str:
     future, rest = _split_future(skeleton(p))
     return rest
@@ -583,7 +777,7 @@ def _indent(text: str) -> str:
 
 
 #: Hostile kinds that need the per-slot uid to be graded as expected (not root: skipped).
-NEEDS_PRIVILEGE = {"kill_parent", "read_solutions"}
+NEEDS_PRIVILEGE = {"kill_parent", "read_solutions", "read_elsewhere"}
 
 
 # -- the battery ----------------------------------------------------------------------------
@@ -592,6 +786,9 @@ NEEDS_PRIVILEGE = {"kill_parent", "read_solutions"}
 class Context:
     marker: str
     isolation: str
+    #: Files a run must not be able to read (another checkout's solutions, a classmate's
+    #: file, the gradebook), made by ``build``.
+    elsewhere: tuple[str, ...] = ()
 
 
 @dataclass
@@ -652,12 +849,22 @@ def _hostile_expectation(kind: str, p: manifest.Problem) -> dict:
         "patch_pytest_reports": zero_error("tampered"),
         "patch_json": zero_error("tampered"),
         "blind_the_guard": zero_error("tampered"),
-        "register_plugin": zero_error("tampered"),
+        "register_plugin": zero_error("tampered", "import error"),
         "replace_tests": zero_error("tampered"),
         "hide_descriptors": zero_error("tampered"),
         "raise_thresholds": zero_error("tampered"),
         # Documented in the README as what the report cannot prove: a perfect forged run.
-        "forge_with_the_reporter": _full(p),
+        # It needs gc.get_objects, which the audit hook refuses.
+        "forge_with_the_reporter": zero_error("import error", "tampered"),
+        "forge_via_reporter_fields": _full(p),
+        "read_elsewhere": {"status": "ok", "score": 0},
+        "spoof_own_failure": zero_error("incomplete"),
+        "leave_a_note": _full(p),
+        "helper_before_guard": {"status": "ok", "score": 0},
+        "settrace_condition": zero_error("tampered"),
+        "ctypes_constant": zero_error("tampered"),
+        "gc_objects": zero_error("tampered"),
+        "frames_and_code": zero_error("tampered"),
     }[kind]
 
 
@@ -669,7 +876,13 @@ def build(root: Path, problems: list[manifest.Problem], *, count: int | None = N
     file, an empty folder, and each hostile kind (aimed at the problems in turn).  The rest,
     up to ``count`` submissions, mixes one pitfall or wrong variant per problem."""
     battery = Battery(root, marker=f"workbook-orphan-{uuid.uuid4().hex[:12]}")
-    ctx = Context(battery.marker, isolation)
+    wanted = hostile if hostile is not None else list(HOSTILE)
+    decoy = decoy_checkout(battery.marker) if "read_elsewhere" in wanted \
+        else Path("/nonexistent")
+    ctx = Context(battery.marker, isolation, elsewhere=(
+        str(decoy / "solutions" / f"{problems[0].module}.py"),
+        str(root / "submissions" / "reference" / problems[0].learner_file.name),
+        str(root / "gradebook.json"), str(root / "gradebook.csv")))
     subs = battery.submissions
     subs.mkdir(parents=True)
     exp = battery.expected
@@ -690,6 +903,9 @@ def build(root: Path, problems: list[manifest.Problem], *, count: int | None = N
     first = problems[0]
     (subs / f"dave_{first.module}.py").write_text(reference(first), "utf-8")
     add("dave", {first.id: _full(first)})
+    fake = FAKE_NAME.format(first=first)
+    _write(subs / fake, first, skeleton(first))
+    add(fake, {first.id: {"status": "ok", "score": 0}})
     link = subs / "mallory-link"
     link.mkdir()
     (link / first.learner_file.name).symlink_to(first.solution_file)
@@ -706,6 +922,9 @@ def build(root: Path, problems: list[manifest.Problem], *, count: int | None = N
         p = problems[i % len(problems)]
         name = f"hostile-{kind.replace('_', '-')}"
         _write(subs / name, p, HOSTILE[kind](p, ctx))
+        for rel, source in HELPERS.get(kind, {}).items():
+            (subs / name / rel).parent.mkdir(parents=True, exist_ok=True)
+            (subs / name / rel).write_text(source, "utf-8")
         add(name, {p.id: _hostile_expectation(kind, p)})
     mixed = max(0, (count or 0) - len(exp))
     for k in range(mixed):
@@ -797,6 +1016,25 @@ def mismatches(doc: dict, battery: Battery, problems: list[manifest.Problem]) ->
                     found.append(f"{where}: {cp} passed ({want.get('pitfall')} must fail it)")
             if want.get("note") and not any(want["note"] in n for n in got.get("notes", [])):
                 found.append(f"{where}: no note about {want['note']!r}: {got.get('notes')}")
+    return found
+
+
+def notes_left(marker: str, uids: list[int]) -> list[str]:
+    """What ``leave_a_note`` left where another run could find it: files named with the
+    marker in the shared lock and memory folders, System V IPC objects the sandbox uids
+    made."""
+    found = [str(path) for folder in ("/run/lock", "/var/lock", "/dev/shm")
+             for path in Path(folder).glob(f"{marker}-note")]
+    for kind in ("-q", "-m"):
+        try:
+            out = subprocess.run(["ipcs", kind, "-c"], capture_output=True, text=True,
+                                 timeout=10).stdout
+        except (OSError, subprocess.SubprocessError):
+            continue
+        for line in out.splitlines():
+            words = line.split()
+            if words[:1] and words[0].isdigit() and any(str(uid) in words[1:5] for uid in uids):
+                found.append(f"ipcs {kind}: {line.strip()}")
     return found
 
 

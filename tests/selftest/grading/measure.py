@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -58,6 +59,16 @@ def _sandbox_processes(state: Path) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Grade and measure; the battery's decoy checkout (under /run) is removed after."""
+    markers: list[str] = []
+    try:
+        return _main(argv, markers)
+    finally:
+        for marker in markers:
+            shutil.rmtree(battery.decoy_path(marker), ignore_errors=True)
+
+
+def _main(argv: list[str] | None, markers: list[str]) -> int:
     parser = argparse.ArgumentParser(description="Grade the full battery and measure it.")
     parser.add_argument("--count", type=int, default=40)
     parser.add_argument("--jobs", type=int, default=2)
@@ -75,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     iso = sandbox.detect([p.solution_file for p in problems])
     bat = battery.build(out, problems, count=args.count, isolation=iso,
                         hostile=[] if args.mix == "typical" else None)
+    markers.append(bat.marker)
     pairs = len(bat.expected) * len(problems)
     submitted = sum(1 for per in bat.expected.values() for e in per.values()
                     if e["status"] != "not_submitted" and "symbolic link" not in

@@ -14,11 +14,12 @@ import dataclasses
 import functools
 import importlib
 import itertools
+import marshal
 import os
 import sys
 import threading
 from pathlib import Path
-from types import FunctionType
+from types import CodeType, FunctionType
 
 import pytest
 
@@ -35,7 +36,7 @@ GUARDED = (
     "_pytest.runner", "_pytest.reports", "_pytest.python", "_pytest.main", "_pytest.outcomes",
     "pluggy._callers", "pluggy._hooks",
     "workbook.plugin", "workbook.testkit", "workbook.records", "workbook.grading.protocol",
-    __name__,
+    "workbook.grading.sandbox.guard", __name__,
 )
 #: Names in them that pytest itself rebinds during a run (its thread-exception plugin).
 REBOUND = frozenset({"threading.excepthook"})
@@ -45,6 +46,8 @@ CONSTANTS = (int, float, str, bytes, tuple, frozenset)
 
 #: The staged copy: ``workbook/`` and the problem's ``tests/`` beside each other.
 _STAGE = Path(__file__).resolve().parents[3]
+#: The submission's folder in the stage (the learner file and its helper modules).
+_SUBMISSION = str(_STAGE / "submission")
 #: Most names a ``Tampered`` record lists: a record must fit one pipe write.
 _NAMES_SHOWN = 8
 
@@ -128,21 +131,45 @@ def _trusted(function: object) -> bool:
         and not is_submission_code(code.co_filename)
 
 
+def _dumped(dumps, value: object) -> bytes | None:
+    """``value`` marshalled without back-references (version 2: the bytes do not depend on
+    reference counts)."""
+    try:
+        return dumps(value, 2)
+    except ValueError:  # replaced by something marshal cannot write (also noticed by identity)
+        return None
+
+
 class Snapshot:
     """Everything the verdict depends on, as it was before the learner file was imported."""
 
-    def __init__(self, guarded: tuple[str, ...], plugins: pytest.PytestPluginManager) -> None:
+    def __init__(self, guarded: tuple[str, ...], plugins: pytest.PytestPluginManager,
+                 refusals=tuple) -> None:
         self.plugins = plugins
         self.places = list(_places(guarded))
         self.hooks = _hooks(plugins)
+        self.refusals = refusals  # what the audit hook refused so far (``guard``)
+        # The harness's constants and code by value too: an object rewritten in place
+        # (through raw memory) is still the same object.
+        self.values = []
+        for label, lookup, key, value in self.places:
+            if label.startswith(("workbook.", "tests.")) and isinstance(value, (*CONSTANTS,
+                                                                                CodeType)):
+                try:
+                    self.values.append((label, lookup, key, marshal.dumps(value, 2)))
+                except ValueError:  # holds something marshal cannot write: identity only
+                    pass
 
-    def changed(self, tuple=tuple) -> tuple[str, ...]:  # noqa: A002
+    def changed(self, tuple=tuple, dumps=marshal.dumps) -> tuple[str, ...]:  # noqa: A002
         """What no longer holds the same object, and the hook implementations added since
         from code outside the harness and Python's library (a plugin the submission
         registers can rewrite every report without replacing anything).  Runs after every
         test: it walks the places, building nothing."""
         hooks = _hooks(self.plugins)
-        return tuple([label for label, lookup, key, was in self.places if lookup(key) is not was]
+        return tuple(list(self.refusals())
+                     + [label for label, lookup, key, was in self.places if lookup(key) is not was]
+                     + [f"{label} (in place)" for label, lookup, key, data in self.values
+                        if _dumped(dumps, lookup(key)) != data]
                      + [name for name, was in self.hooks.items() if hooks.get(name) is not was]
                      + [name for name, function in hooks.items()
                         if name not in self.hooks and not _trusted(function)])
@@ -152,8 +179,8 @@ class Reporter:
     """Signs and sends records on the report pipe; pytest's own outcomes ride along."""
 
     def __init__(self, fd: int, key: bytes, plugins: pytest.PytestPluginManager,
-                 guarded: tuple[str, ...]) -> None:
-        self.plugins, self.guarded = plugins, guarded
+                 guarded: tuple[str, ...], refusals=tuple) -> None:
+        self.plugins, self.guarded, self.refusals = plugins, guarded, refusals
         self.snapshot: Snapshot | None = None  # taken just before the learner import
         lock = threading.Lock()  # guards the sequence counter and the pipe write
         counter = itertools.count()
@@ -176,7 +203,12 @@ class Reporter:
         if record.event == "collected":  # the grader has its own list: send the count
             record = protocol.Collected(record.count)
         if record.event == "start":  # the last record before the learner import
-            self.snapshot = Snapshot(self.guarded, self.plugins)
+            self.snapshot = Snapshot(self.guarded, self.plugins, self.refusals)
+            # The submission's folder, for its helper modules: on sys.path (last) from the
+            # learner import on, never before: nothing of the submission can run before
+            # the guard and this snapshot.  (It stays: a helper imported lazily, inside a
+            # function, is the submission's own code running anyway.)
+            sys.path.append(_SUBMISSION)
         if record.event == "test":
             verdict = "failed" if record.nodeid in self.pytest_failed else "passed"
             record = dataclasses.replace(record, pytest_outcome=verdict)
@@ -205,8 +237,12 @@ def pytest_configure(config) -> None:
     import workbook.plugin
     import workbook.records  # noqa: F401 - in the snapshot before learner code runs
     import workbook.testkit  # noqa: F401
+    from workbook.grading.sandbox import guard
+    refusals = getattr(guard, "refusals", None) or tuple  # installed by launch.py
+    if hasattr(guard, "refusals"):
+        del guard.refusals  # the reporter's alone from now on
     reporter = Reporter(fd, key, config.pluginmanager,
-                        GUARDED + _kit_modules() + _harness_modules())
+                        GUARDED + _kit_modules() + _harness_modules(), refusals)
     del key
     workbook.plugin.set_report_sink(reporter.emit)
     _REPORTER.append(reporter)

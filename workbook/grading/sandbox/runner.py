@@ -2,10 +2,15 @@
 best isolation (proved by a probe run), ``run`` it through ``trampoline.py`` with the report on
 its own pipe and the output drained to a bounded tail, then ``sweep`` whatever it left.
 
-Isolation levels, best first: ``namespaces`` (root: a uid per run slot, own mount, PID and
-network namespaces, the repository, home and /tmp hidden), ``uid`` (root without
+Isolation levels, best first: ``bwrap`` (root with bubblewrap installed: a uid per run slot,
+then bubblewrap's new user, mount, PID, IPC, UTS, network and cgroup namespaces around a root
+made only of read-only binds of the interpreter, its packages and the stage, with private
+tmpfs ``/tmp`` and working directory), ``namespaces`` (root: a uid per run slot, own mount,
+PID and network namespaces, the repository, home and /tmp hidden), ``uid`` (root without
 namespaces: a uid per slot; refused unless that uid can neither read nor import the
-solutions), ``none`` (not root: resource limits only).
+solutions), ``none`` (not root: resource limits only).  As root, every level also puts the
+run in a cgroup of its own (memory and process count for the whole run) where the host
+allows it.
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ import os
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -47,6 +53,15 @@ LINE_MAX = 65536
 EXIT_GRACE = 5.0
 #: Staging directories are named ``workbook-grade-<grader pid>-<random>``.
 STAGE_PREFIX = "workbook-grade-"
+#: Where the trampoline is in bubblewrap's view of the run.
+INNER_TRAMPOLINE = "/.workbook-trampoline.py"
+#: The stage's folder of the few ``/etc`` files a run sees under bubblewrap.
+ETC = "sandbox-etc"
+_ETC = {"hosts": b"127.0.0.1 localhost\n::1 localhost ip6-localhost\n",
+        "nsswitch.conf": b"passwd: files\ngroup: files\nhosts: files\n",
+        "passwd": b"root:x:0:0::/:/usr/sbin/nologin\nlearner:x:%d:%d::/tmp:/usr/sbin/nologin\n"
+                  % ((UID_BASE,) * 2),
+        "group": b"root:x:0:\nlearner:x:%d:\n" % UID_BASE}
 
 
 class IsolationError(RuntimeError):
@@ -63,10 +78,54 @@ class Limits:
     file_size: int = 64 * MiB  # RLIMIT_FSIZE, bytes
     open_files: int = 512      # RLIMIT_NOFILE
     work_size: str = "64m"     # the private writable directory (namespaces only)
+    run_memory: int = 1024 * MiB  # memory of the whole run (its cgroup), all processes
 
     @classmethod
     def for_wall(cls, wall: float, import_wall: float = 30.0) -> "Limits":
         return cls(wall=wall, import_wall=min(import_wall, wall), cpu=int(wall) + 10)
+
+
+#: Where the uid locks live: a folder of root's alone (0700), so no one else can put a
+#: directory, a link or a held lock at a uid's path.  The first of these that is, or can be
+#: made, such a folder is used.
+LOCK_FOLDERS = ("/run/workbook-sandbox", "/var/lib/workbook-sandbox")
+
+
+def lock_folder() -> str:
+    """The uid locks' folder, owned by this user and closed to everyone else."""
+    problems = []
+    for folder in LOCK_FOLDERS:
+        try:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            info = os.lstat(folder)
+        except OSError as exc:
+            problems.append(f"{folder}: {exc.strerror}")
+            continue
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() \
+                and not info.st_mode & 0o077:
+            return folder
+        problems.append(f"{folder} is not a folder of this user's alone (mode 0700)")
+    raise IsolationError("no folder for the sandbox uid locks: " + "; ".join(problems))
+
+
+def _legacy_lock(uid: int) -> int | None | bool:
+    """The lock older graders took for ``uid`` (in the shared /run/lock), taken too so that
+    they and this one never share a uid: its descriptor, False if another holds it, None
+    if there is none to take (no such folder, or something else at the path)."""
+    try:
+        fd = os.open(f"/run/lock/workbook-sandbox-{uid}.lock",
+                     os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return False
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 class UidClaim(contextlib.ExitStack):
@@ -79,19 +138,27 @@ class UidClaim(contextlib.ExitStack):
     def __init__(self, count: int) -> None:
         super().__init__()
         self.uids: list[int] = []
-        locks = next((d for d in ("/run/lock", "/var/lock")
-                      if os.path.isdir(d) and os.access(d, os.W_OK)), tempfile.gettempdir())
+        locks = lock_folder() if count else None
         for uid in range(UID_BASE, UID_BASE + UID_POOL):
             if len(self.uids) == count:
                 break
-            fd = os.open(f"{locks}/workbook-sandbox-{uid}.lock",
-                         os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fd = os.open(f"{locks}/{uid}.lock",
+                             os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+            except OSError:  # something else sits at that path: not this uid
+                continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+            except OSError:
+                os.close(fd)
+                continue
+            legacy = _legacy_lock(uid)
+            if legacy is False:  # a grader of an older version holds this uid
                 os.close(fd)
                 continue
             self.callback(os.close, fd)
+            if legacy is not None:
+                self.callback(os.close, legacy)
             self.uids.append(uid)
         if len(self.uids) < count:
             self.close()
@@ -115,6 +182,7 @@ class Outcome:
     seconds: float = 0.0
     leftovers: int = 0                  # processes still alive after the run (then killed)
     sandbox_error: str | None = None    # the trampoline itself failed
+    run_memory: bool = False            # the run's cgroup hit its memory limit
 
 
 # -- staging --------------------------------------------------------------------------------
@@ -201,6 +269,7 @@ class Stage:
         self.target = self.dir / "submission" / f"{module}.py"
         self.work = self.dir / "work"
         files = {**dict(harness.files + harness.bytecode), "pytest.ini": b"[pytest]\n",
+                 **{f"{ETC}/{name}": data for name, data in _ETC.items()},
                  **{f"submission/{rel}": data for rel, data in (helpers or {}).items()},
                  f"submission/{module}.py": source}
         try:
@@ -250,21 +319,6 @@ print(json.dumps({"uid": os.getuid(),
 """
 
 
-def _hide_list() -> list[tuple[str, str]]:
-    """Directories made empty in the namespace view (mode of the covering tmpfs)."""
-    hide = {str(ROOT): "755"}
-    home = Path.home().resolve()
-    if home != Path("/"):
-        hide.setdefault(str(home), "755")
-    for shared in ("/tmp", "/var/tmp", "/dev/shm", tempfile.gettempdir()):
-        if os.path.isdir(shared):
-            hide.setdefault(os.path.realpath(shared), "1777")
-    extra = os.environ.get("WORKBOOK_SANDBOX_HIDE", "")
-    hide.update((os.path.realpath(p), "755") for p in extra.split(os.pathsep) if os.path.isdir(p))
-    # Parents before children, so a child's tmpfs lands on top of its parent's.
-    return sorted(hide.items(), key=lambda item: item[0].count("/"))
-
-
 def detect(forbidden: list[Path]) -> str:
     """The best isolation this machine allows (``namespaces``, ``uid`` or ``none``), verified
     by a probe run inside it.
@@ -276,7 +330,8 @@ def detect(forbidden: list[Path]) -> str:
         return "none"
     wanted = os.environ.get("WORKBOOK_SANDBOX")  # force a level (for tests)
     problems = []
-    for mode in [wanted] if wanted else ["namespaces", "uid"]:
+    modes = (["bwrap"] if shutil.which("bwrap") else []) + ["namespaces", "uid"]
+    for mode in [wanted] if wanted else modes:
         try:
             with UidClaim(0 if mode == "none" else 1) as claim:
                 verdict = _probe(mode, forbidden, (claim.uids or [None])[0])
@@ -298,8 +353,14 @@ def _probe(mode: str, forbidden: list[Path], uid: int | None) -> str | None:
     if out.timed_out:
         return "the probe did not finish"
     lines = out.output.strip().splitlines()
+    if out.sandbox_error and "Permission denied" in out.sandbox_error and uid is not None \
+            and mode != "bwrap":
+        return (f"{out.sandbox_error}: the sandbox uid cannot run {sys.executable} (a Python "
+                "under a private home such as /root?). Install bubblewrap (it binds the "
+                "interpreter in as root), or grade with a Python every user can run "
+                "(WORKBOOK_PYTHON=/usr/bin/python3 ./check.sh grade …, or one under /opt)")
     if out.exit_code != 0:
-        return lines[-1] if lines else f"exit code {out.exit_code}"
+        return out.sandbox_error or (lines[-1] if lines else f"exit code {out.exit_code}")
     try:
         found = json.loads(lines[-1])
     except (ValueError, IndexError):
@@ -316,24 +377,184 @@ def _probe(mode: str, forbidden: list[Path], uid: int | None) -> str | None:
 
 # -- running --------------------------------------------------------------------------------
 
+def bwrap_argv(stage: Stage, limits: Limits) -> list[str]:
+    """bubblewrap around a run: a root made only of read-only binds of the system's shared
+    libraries (``/usr``), the interpreter and its packages, the stage and the trampoline;
+    private tmpfs ``/tmp`` and working directory; a minimal ``/etc``; new mount, PID, IPC,
+    UTS, network and cgroup namespaces.  bubblewrap runs as root (it can bind a pyenv Python
+    under a 0700 ``/root``); inside, the trampoline drops to the run's own uid.  No user
+    namespace: it would map the run to root outside, where the real uid is the boundary."""
+    size = str(_bytes(limits.work_size))
+    args = [shutil.which("bwrap") or "/usr/bin/bwrap", "--unshare-ipc", "--unshare-pid",
+            "--unshare-net", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent",
+            "--new-session", "--hostname", "sandbox", "--ro-bind", "/usr", "/usr",
+            "--size", size, "--tmpfs", "/tmp"]  # first: the stage or a venv may be under /tmp
+    view = allowed_view()
+    for link, target in view["symlinks"]:
+        args += ["--symlink", target, link]
+    made: set[str] = set()
+
+    def parents(path: str) -> list[str]:
+        """Its missing parent folders, made 0755 (bubblewrap would make them 0700)."""
+        out = []
+        for parent in reversed(Path(path).parents[:-1] if len(Path(path).parents) > 1 else []):
+            if str(parent) not in made and str(parent) not in ("/usr", "/tmp") \
+                    and not str(parent).startswith("/usr/"):
+                made.add(str(parent))
+                out += ["--perms", "0755", "--dir", str(parent)]
+        return out
+
+    for path in view["binds"]:
+        if path != "/usr":
+            args += parents(path) + ["--ro-bind", path, path]
+    args += [*parents(str(stage.dir)), "--ro-bind", str(stage.dir), str(stage.dir), "--size", size,
+             "--tmpfs", str(stage.work), "--proc", "/proc", "--dev", "/dev",
+             "--ro-bind", str(TRAMPOLINE), INNER_TRAMPOLINE]
+    for name in _ETC:
+        args += ["--ro-bind", str(stage.dir / ETC / name), f"/etc/{name}"]
+    return args + ["--chdir", "/", "--"]
+
+
+def allowed_view() -> dict[str, list]:
+    """What a run's root is made of, in both namespace modes: read-only binds of the
+    system's shared libraries and programs (``/usr`` and the top-level links into it), the
+    interpreter and its installed packages, nothing else of the machine."""
+    binds, links = ["/usr"], []
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            links.append([top, os.readlink(top)])
+        elif os.path.isdir(top):
+            binds.append(top)
+    python = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    python |= {sys.prefix, sys.base_prefix, os.path.dirname(sys.executable)}
+    for path in sorted(python, key=lambda p: (p.count("/"), p)):
+        if not path.startswith("/usr/") and os.path.isdir(path) and path not in binds:
+            binds.append(path)
+    return {"binds": binds, "symlinks": links}
+
+
+def _bytes(size: str) -> int:
+    units = {"k": 1 << 10, "m": MiB, "g": 1 << 30}
+    return int(size[:-1]) * units[size[-1].lower()] if size[-1].isalpha() else int(size)
+
+
+class RunGroup:
+    """A cgroup for one run, made by the grader where the host lets it (v2, or v1's
+    ``memory`` and ``pids`` controllers): memory and process count for the whole run, every
+    process and thread of it together (the rlimits stay, per process, as the floor).
+    ``dirs`` is empty where no cgroup could be made."""
+
+    def __init__(self, name: str, limits: Limits) -> None:
+        self.dirs: list[Path] = []
+        if os.geteuid() != 0:
+            return
+        for base, settings in _cgroup_bases(limits):
+            path = base / name
+            try:
+                path.mkdir()
+            except OSError:
+                continue
+            self.dirs.append(path)
+            for setting, value in settings:
+                with contextlib.suppress(OSError):
+                    (path / setting).write_text(str(value))
+
+    def processes(self) -> set[int]:
+        found = set()
+        for path in self.dirs:
+            with contextlib.suppress(OSError, ValueError):
+                found.update(map(int, (path / "cgroup.procs").read_text().split()))
+        return found
+
+    def hit_memory_limit(self) -> bool:
+        for path in self.dirs:
+            for name in ("memory.failcnt", "memory.memsw.failcnt", "memory.oom_control",
+                         "memory.events"):
+                with contextlib.suppress(OSError, ValueError):
+                    text = (path / name).read_text()
+                    if name.endswith("failcnt") and int(text) > 0:
+                        return True
+                    if any(line.split()[0] in ("oom_kill", "max") and int(line.split()[1])
+                           for line in text.splitlines() if len(line.split()) == 2):
+                        return True
+        return False
+
+    def remove(self, grace: float = 3.0) -> int:
+        """Kill what is still in it, then remove it; how many processes were left.
+        ``grace``: seconds for processes already on their way out (bubblewrap's init and
+        what its PID namespace held die once the run's process group is killed) to go."""
+        settle = time.monotonic() + grace
+        while self.processes() and time.monotonic() < settle:
+            time.sleep(0.02)
+        left = self.processes()
+        deadline = time.monotonic() + 10
+        while self.processes() and time.monotonic() < deadline:
+            for pid in self.processes():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.02)
+        for path in self.dirs:
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        return len(left)
+
+
+@functools.lru_cache(maxsize=None)
+def _cgroup_roots() -> tuple[tuple[str, Path], ...]:
+    """``(kind, directory)`` of this process's own cgroups that can have children: the v2
+    one, or v1's memory and pids ones."""
+    roots = []
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return ()
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        rel = path.lstrip("/")
+        if controllers == "" and Path("/sys/fs/cgroup/cgroup.controllers").exists():
+            roots.append(("v2", Path("/sys/fs/cgroup") / rel))
+        for kind in ("memory", "pids"):
+            if kind in controllers.split(","):
+                roots.append((kind, Path("/sys/fs/cgroup") / kind / rel))
+    return tuple((kind, path) for kind, path in roots if os.access(path, os.W_OK))
+
+
+def _cgroup_bases(limits: Limits):
+    memory, pids = limits.run_memory, limits.processes
+    roots = dict(_cgroup_roots())
+    if "memory" in roots or "pids" in roots:  # v1 (here v2 holds no controllers)
+        if "memory" in roots:
+            yield roots["memory"], [("memory.limit_in_bytes", memory),
+                                    ("memory.memsw.limit_in_bytes", memory)]
+        if "pids" in roots:
+            yield roots["pids"], [("pids.max", pids)]
+    elif "v2" in roots:
+        yield roots["v2"], [("memory.max", memory), ("memory.swap.max", 0), ("pids.max", pids)]
+
+
 def _sandboxed(mode: str, uid: int | None, stage: Stage, limits: Limits,
-                argv: list[str]) -> list[str]:
+               argv: list[str], cgroups: list[str] | None = None,
+               status_fd: int | None = None) -> list[str]:
     """The command that runs ``argv`` on ``stage`` inside the sandbox."""
     nproc = limits.processes
     if uid is None:  # RLIMIT_NPROC counts every process of the user: leave room for theirs
         nproc += sum(int(status.get("Threads", "1")) for _, status in _statuses(os.getuid()))
     namespaces = mode == "namespaces"
     config = {
-        "mode": mode, "uid": uid, "gid": uid, "work": str(stage.work),
+        "mode": mode, "uid": uid, "gid": uid, "work": str(stage.work), "cgroups": cgroups or [],
+        "status_fd": status_fd,
         "work_size": limits.work_size,
-        "hide": _hide_list() if namespaces else [],
-        "expose": sorted({os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix),
-                          str(stage.dir)}) if namespaces else [],
+        "view": {**allowed_view(), "stage": str(stage.dir), "etc": str(stage.dir / ETC),
+                 "etc_files": sorted(_ETC)} if namespaces else None,
         "limits": {"RLIMIT_CPU": [limits.cpu, limits.cpu + 5], "RLIMIT_AS": [limits.memory] * 2,
                    "RLIMIT_NPROC": [nproc] * 2, "RLIMIT_FSIZE": [limits.file_size] * 2,
                    "RLIMIT_NOFILE": [limits.open_files] * 2, "RLIMIT_CORE": [0, 0]},
         "argv": argv,
     }
+    if mode == "bwrap":  # the trampoline again inside, to drop to the uid and exec the run
+        inner = {**config, "mode": "inner", "cgroups": []}
+        config["argv"] = bwrap_argv(stage, limits) + [
+            sys.executable, "-I", "-S", "-B", INNER_TRAMPOLINE, json.dumps(inner)]
     return [sys.executable, "-I", "-S", "-B", str(TRAMPOLINE), json.dumps(config)]
 
 
@@ -352,6 +573,9 @@ def run(stage: Stage, argv: list[str], limits: Limits, *, iso: str, uid: int | N
     report_r, report_w = os.pipe()
     key_r, key_w = os.pipe()
     out_r, out_w = os.pipe()
+    # The trampoline's own failures come on a pipe of their own that the run never holds
+    # (closed at its exec): whatever the run prints, or its exit code, cannot pose as one.
+    status_r, status_w = os.pipe()
     os.write(key_w, key)
     os.close(key_w)
     work = str(stage.work)
@@ -363,14 +587,20 @@ def run(stage: Stage, argv: list[str], limits: Limits, *, iso: str, uid: int | N
     if "WORKBOOK_BOUND" in os.environ:  # the acceptance sets' own knob
         env["WORKBOOK_BOUND"] = os.environ["WORKBOOK_BOUND"]
     sweep(uid)  # a grader killed earlier may have left this uid busy
+    group = RunGroup(f"{STAGE_PREFIX}{os.getpid()}-{token}", limits) if iso != "none" \
+        else None
+    memory_hit = False
     reader = ReportReader(report_r, key)
     drain = OutputDrain(out_r)
     try:
-        proc = subprocess.Popen(_sandboxed(iso, uid, stage, limits, argv),
+        proc = subprocess.Popen(_sandboxed(iso, uid, stage, limits, argv,
+                                           [str(d) for d in group.dirs] if group else [],
+                                           status_w),
                                 stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w,
-                                pass_fds=(report_w, key_r), env=env, start_new_session=True)
+                                pass_fds=(report_w, key_r, status_w), env=env,
+                                start_new_session=True)
     finally:
-        for fd in (report_w, key_r, out_w):
+        for fd in (report_w, key_r, out_w, status_w):
             os.close(fd)
     with _LIVE_LOCK:
         _LIVE.add(proc)
@@ -386,6 +616,9 @@ def run(stage: Stage, argv: list[str], limits: Limits, *, iso: str, uid: int | N
         with _LIVE_LOCK:
             _LIVE.discard(proc)
         leftovers = sweep(uid, token, grace=3.0)
+        if group is not None:
+            memory_hit = group.hit_memory_limit()
+            leftovers += group.remove()
         reader.join(10)
         drain.join(10)
         if reader.is_alive() or drain.is_alive():  # something still holds a pipe open
@@ -393,18 +626,21 @@ def run(stage: Stage, argv: list[str], limits: Limits, *, iso: str, uid: int | N
             reader.join(5)
             drain.join(5)
     code = proc.returncode  # never None: proc.wait() returned
-    sandbox_error = None
-    if code == 125 and not reader.records:
-        # The trampoline failed before pytest started (a learner's own exit code 125 comes
-        # after the authenticated "start" record, so it cannot pose as this).
-        lines = [ln for ln in drain.text().splitlines() if ln.startswith("workbook sandbox:")]
-        sandbox_error = lines[-1] if lines else "the sandbox could not start the run"
+    os.set_blocking(status_r, False)
+    try:
+        status = os.read(status_r, 4096).decode("utf-8", "replace").strip()
+    except BlockingIOError:  # nothing written, a copy still open somewhere: no failure
+        status = ""
+    finally:
+        os.close(status_r)
+    sandbox_error = status.splitlines()[-1] if status else None
     return Outcome(
         records=list(reader.records), forged=reader.forged, violation=reader.violation,
         timed_out=timed_out, exit_code=code, output=drain.text(), output_bytes=drain.total,
         # killed, or the trampoline's 128 + signal
         signal=-code if code < 0 else code - 128 if code > 128 and code != 255 else None,
-        seconds=time.monotonic() - started, leftovers=leftovers, sandbox_error=sandbox_error)
+        seconds=time.monotonic() - started, leftovers=leftovers, sandbox_error=sandbox_error,
+        run_memory=memory_hit)
 
 
 def _watch(proc: subprocess.Popen, reader: "ReportReader", limits: Limits,

@@ -1,5 +1,10 @@
 """The sandbox trampoline, run as ``python -I -S trampoline.py CONFIG_JSON`` (stdlib only).
 
+With ``mode == "bwrap"`` it only joins the run's cgroups and execs bubblewrap (which makes the
+namespaces and the root), whose command is this trampoline again (``mode == "inner"``): it
+drops to the run's uid, applies the limits and execs the run.  The rest below is the
+fallback where bubblewrap is missing.
+
 The few steps that must happen between ``fork`` and ``exec``, in a fresh process with no
 learner code loaded: new mount/PID/network namespaces (``mode == "namespaces"``), a
 filesystem view in which the repository, the home directory and the shared temporary
@@ -17,6 +22,10 @@ import sys
 
 # Linux constants (include/uapi/linux/sched.h, mount.h, prctl.h)
 CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x20000000, 0x40000000
+CLONE_NEWIPC, CLONE_NEWUTS = 0x08000000, 0x04000000
+MNT_DETACH = 2
+#: pivot_root(2) has no libc wrapper: its system call number (x86_64, aarch64).
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(os.uname().machine, 155)
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 0x4000, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
@@ -52,28 +61,56 @@ def _die_with_parent(libc) -> None:
 
 
 def _build_view(libc, config: dict) -> None:
-    """Inside the new mount namespace: hide directories, map the allowed ones back read-only."""
+    """Inside the new mount namespace: a new root made only of what ``config["view"]`` allows
+    (read-only binds of ``/usr``, the interpreter and the stage; a few device nodes; a
+    minimal ``/etc``; private tmpfs ``/tmp`` and working directory), then ``pivot_root``
+    into it and the old root detached: nothing else of the machine is reachable."""
+    view = config["view"]
     _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
-    # Handles on what must stay visible, taken before anything is covered.
-    keep = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in config["expose"]}
-    for hidden, mode in config["hide"]:
-        os.makedirs(hidden, exist_ok=True)  # it may lie inside a directory hidden just before
-        _mount(libc, "tmpfs", hidden, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode},size=16m")
-        for path, fd in sorted(keep.items()):
-            if path == hidden or path.startswith(hidden.rstrip("/") + "/"):
-                os.makedirs(path, exist_ok=True)
-                _mount(libc, f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
-                _mount(libc, None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
-    for fd in keep.values():
-        os.close(fd)
+    new = os.path.join(view["stage"], ".root")
+    os.makedirs(new, exist_ok=True)
+    _mount(libc, "tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=1m")
+
+    def bind(source: str, target: str, writable: bool = False, directory: bool = True,
+             recursive: bool = True) -> None:
+        inside = new + target
+        if directory:
+            os.makedirs(inside, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(inside), exist_ok=True)
+            open(inside, "a").close()
+        _mount(libc, source, inside, None, MS_BIND | (MS_REC if directory and recursive else 0))
+        if not writable:
+            _mount(libc, None, inside, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
+
+    for private in ("/tmp", "/dev/shm"):  # first: the stage may lie under /tmp
+        os.makedirs(new + private, exist_ok=True)
+        _mount(libc, "tmpfs", new + private, "tmpfs", MS_NOSUID | MS_NODEV,
+               f"mode=1777,size={config['work_size']}")
+    for path in view["binds"]:
+        bind(path, path)
+    for link, target in view["symlinks"]:
+        os.symlink(target, new + link)
+    bind(view["stage"], view["stage"], recursive=False)  # .root is not inside itself
+    for name in view["etc_files"]:
+        bind(os.path.join(view["etc"], name), "/etc/" + name, directory=False)
+    for device in ("null", "zero", "full", "random", "urandom"):
+        bind("/dev/" + device, "/dev/" + device, writable=True, directory=False)
+    for link, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"{new}/dev/{link}")
     # The learner's writable directory: a small private tmpfs owned by the sandbox uid.
-    work = config["work"]
-    _mount(libc, "tmpfs", work, "tmpfs", MS_NOSUID | MS_NODEV,
+    _mount(libc, "tmpfs", new + config["work"], "tmpfs", MS_NOSUID | MS_NODEV,
            f"mode=700,size={config['work_size']},uid={config['uid']},gid={config['gid']}")
-    try:  # a /proc that shows only this PID namespace
-        _mount(libc, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    except OSError:
-        pass  # some container runtimes refuse; the PID namespace still holds
+    os.makedirs(new + "/proc", exist_ok=True)
+    os.makedirs(new + "/.old", exist_ok=True)
+    os.chdir(new)
+    _syscall_ok(libc.syscall(SYS_PIVOT_ROOT, b".", b".old"), "pivot_root")
+    os.chdir("/")
+    _syscall_ok(libc.umount2(b"/.old", MNT_DETACH), "umount the old root")
+    os.rmdir("/.old")
+    _mount(libc, None, "/", None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
+    _mount(libc, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     _loopback_up()
 
 
@@ -92,6 +129,11 @@ def _loopback_up() -> None:
 def _become_learner(libc, config: dict) -> None:
     """Drop privileges, apply the limits and exec the run.  Never returns."""
     import resource
+    argv = config["argv"]
+    if config["mode"] == "inner":  # bubblewrap's tmpfs mounts belong to root: hand them over
+        for path in (config["work"], "/tmp"):
+            os.chown(path, config["uid"], config["gid"])
+            os.chmod(path, 0o700 if path == config["work"] else 0o1777)
     os.chdir(config["work"])
     if config["uid"] is not None:
         os.setgroups([])
@@ -104,7 +146,8 @@ def _become_learner(libc, config: dict) -> None:
     # Past the file-size limit a write fails with EFBIG instead of killing the process.
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     os.umask(0o077)
-    argv = config["argv"]
+    if config.get("status_fd") is not None:  # the run never holds the failure channel
+        os.set_inheritable(config["status_fd"], False)
     os.execve(argv[0], argv, os.environ)
 
 
@@ -114,12 +157,26 @@ def _exit_like(status: int) -> None:
     os._exit(128 - code if code < 0 else code)
 
 
+def _join_cgroups(config: dict) -> None:
+    """Into the run's own cgroups (made by the grader), before anything else starts:
+    every process and thread of the run is counted there together."""
+    for path in config.get("cgroups", []):
+        with open(os.path.join(path, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+
+
 def trampoline(config: dict) -> None:
     libc = _libc()
     _die_with_parent(libc)
+    if config["mode"] == "inner":  # inside bubblewrap: its namespaces and root are made
+        _become_learner(libc, config)
+    _join_cgroups(config)
+    if config["mode"] == "bwrap":  # bubblewrap makes the namespaces and the root, as root
+        os.execve(config["argv"][0], config["argv"], os.environ)
     if config["mode"] != "namespaces":
         _become_learner(libc, config)
-    _syscall_ok(libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET), "unshare")
+    _syscall_ok(libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC
+                             | CLONE_NEWUTS), "unshare")
     init = os.fork()  # becomes PID 1 of the new PID namespace
     if init:
         _, status = os.waitpid(init, 0)
@@ -141,8 +198,16 @@ def trampoline(config: dict) -> None:
 
 
 if __name__ == "__main__":
+    _config: dict = {}
     try:
-        trampoline(json.loads(sys.argv[1]))
+        _config = json.loads(sys.argv[1])
+        trampoline(_config)
     except BaseException as exc:  # noqa: BLE001
-        os.write(2, f"workbook sandbox: {exc}\n".encode())
+        message = f"workbook sandbox: {exc}\n".encode()
+        os.write(2, message)
+        if _config.get("status_fd") is not None:  # the grader's own channel
+            try:
+                os.write(_config["status_fd"], message)
+            except OSError:
+                pass
         os._exit(125)

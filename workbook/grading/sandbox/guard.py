@@ -1,0 +1,170 @@
+"""The judged process's audit hook (PEP 578): the escape hatches a solution never needs and an
+attack always does are refused to code outside the harness.
+
+``launch.py`` installs it first thing, before pytest, the harness or anything of the
+submission is imported; an audit hook cannot be removed.  What is refused, and to whom:
+
+- the frames of other code: ``sys._getframe`` and ``sys._current_frames``, a traceback's or a
+  generator's frame (``tb_frame``, ``gi_frame``, ``cr_frame``, ``ag_frame``);
+- tracing and profiling: ``sys.settrace``/``setprofile`` (also through ``threading.settrace``:
+  the function a new thread would install is looked at), and another audit hook;
+- every object in the process: ``gc.get_objects``, ``get_referrers``, ``get_referents``;
+- raw memory: loading a library or a symbol through ``ctypes``, an object made at an address,
+  ``addressof``, ``string_at``;
+- swapping a function's code (``__code__``) or, on a function that is not the submission's own,
+  its defaults;
+- code compiled under the file name of the harness or the library (it would pass for theirs).
+
+"Outside the harness" is decided by the file of the code that asked: the staged harness and
+its tests, Python's library and the installed packages are trusted; the submission's files
+and code without a real file (``<string>``, ``exec``) are not.  For frames, tracing and
+tracebacks the direct caller decides (``typing.TypeVar``, ``namedtuple`` and ``logging`` ask
+for the caller's frame on the submission's behalf, pytest-timeout dumps every thread's stack
+from a signal handler that may interrupt the submission: both fine); for the rest, where a
+correct solution has no business even indirectly, the nearest frame that is not library
+code decides.
+
+Each refusal raises ``RuntimeError`` in the code that asked and is remembered: the reporter
+turns the first ones into a ``tampered`` record.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+
+#: The staged copy: ``workbook/`` and the problem's ``tests/`` beside each other.
+_STAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+
+#: Events refused when the nearest non-library frame is not the harness's.
+_INDIRECT = frozenset({
+    "sys._settraceallthreads",
+    "sys._setprofileallthreads", "sys.addaudithook",
+    "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+    "ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.cdata",
+    "ctypes.cdata/buffer", "ctypes.addressof", "ctypes.string_at", "ctypes.wstring_at",
+    "ctypes.call_function",
+})
+#: Events refused when the direct caller is not trusted.
+#: (``sys.settrace``/``setprofile`` too: CPython raises them itself, from wherever the thread
+#: is, when it drops a trace or profile function that raised; and ``sys._current_frames``:
+#: pytest-timeout calls it from a signal handler, whose next frame is whatever ran.)
+_DIRECT = frozenset({"sys._getframe", "sys._current_frames", "sys.settrace",
+                     "sys.setprofile", "object.__getattr__",
+                     "object.__setattr__", "compile", "code.__new__", "import"})
+_FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
+_FUNCTION_ATTRIBUTES = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
+_RAW_MODULES = frozenset({"ctypes", "_ctypes"})
+#: How many refusals are kept (each is one short line).
+KEPT = 16
+
+
+def _library() -> tuple[str, ...]:
+    paths = {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib",
+                                                     "platlib")}
+    paths |= {os.path.realpath(p) for p in paths}
+    return tuple(p.rstrip(os.sep) + os.sep for p in paths)
+
+
+def install(stage: str = _STAGE):
+    """Install the hook; returns ``refusals()``, the list of what was refused (call it once:
+    the reporter keeps it, nothing else can find it)."""
+    library = _library()
+    harness = tuple(os.path.join(stage, d) + os.sep for d in ("workbook", "tests"))
+    trusted_files: dict[str, bool] = {}
+    refused: list[str] = []
+    getframe = sys._getframe
+    gettrace, getprofile = sys.gettrace, sys.getprofile
+    modules = sys.modules
+
+    def kind(filename: str) -> str:
+        """"harness", "library" or "foreign" (the submission, or code without a file)."""
+        if filename.startswith(harness):
+            return "harness"
+        if filename.startswith(library) or filename.startswith("<frozen "):
+            return "library"
+        return "foreign"
+
+    def kind_of(filename: str) -> str:
+        found = trusted_files.get(filename)
+        if found is None:
+            found = trusted_files[filename] = kind(filename)
+        return found
+
+    def nearest(frame) -> str:
+        """The kind of the nearest frame that is not library code ("library": none)."""
+        while frame is not None:
+            found = kind_of(frame.f_code.co_filename)
+            if found != "library":
+                return found
+            frame = frame.f_back
+        return "library"
+
+    def refuse(event: str, frame) -> None:
+        where = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
+        if len(refused) < KEPT:
+            refused.append(f"{event} refused to {os.path.basename(where)}")
+        raise RuntimeError(f"workbook sandbox: {event} is not available to a submission")
+
+    busy: set[int] = set()  # threads inside the hook (its own _getframe calls)
+    from _thread import get_ident
+
+    def hook(event: str, args: tuple) -> None:
+        indirect = event in _INDIRECT
+        if not indirect and event not in _DIRECT:
+            return
+        if event == "object.__getattr__":
+            if args[1] not in _FRAME_ATTRIBUTES:
+                return
+        elif event == "object.__setattr__":
+            if args[1] not in _FUNCTION_ATTRIBUTES:
+                return
+        elif event == "import":
+            if args[0] not in _RAW_MODULES or args[0] in modules:
+                return
+        ident = get_ident()
+        if ident in busy:
+            return
+        busy.add(ident)
+        try:
+            caller = getframe(1)  # the Python code that raised the event
+            if event == "import":  # through importlib's frozen frames
+                while caller is not None and caller.f_code.co_filename.startswith("<frozen "):
+                    caller = caller.f_back
+            if event in ("compile", "code.__new__"):
+                filename = args[1] if event == "compile" else args[1]
+                if not isinstance(filename, str) or kind_of(filename) == "foreign":
+                    return
+            if event == "object.__setattr__" and args[1] != "__code__":
+                code = getattr(args[0], "__code__", None)  # the submission's own defaults
+                if code is not None and kind_of(code.co_filename) == "foreign":
+                    return
+            if indirect:
+                verdict = nearest(caller)
+            else:
+                verdict = "foreign" if caller is None else kind_of(caller.f_code.co_filename)
+            if verdict == "foreign" and event in ("sys.settrace", "sys.setprofile"):
+                # CPython raises this event itself when it drops a hook that raised, from
+                # whatever frame runs then (the harness's profile hooks raise on purpose,
+                # inside the submission's waits): a change to a hook the harness or the
+                # library installed in this thread is theirs to make.
+                current = (gettrace if event == "sys.settrace" else getprofile)()
+                code = getattr(getattr(current, "__func__", current), "__code__", None)
+                if code is not None and kind_of(code.co_filename) != "foreign":
+                    verdict = "harness"
+            if verdict == "library" and event in ("sys.settrace", "sys.setprofile") \
+                    and caller.f_globals.get("__name__") == "threading":
+                # A thread starting with threading.settrace's function: whose is it?
+                installed = caller.f_globals.get("_trace_hook" if event == "sys.settrace"
+                                                 else "_profile_hook")
+                code = getattr(installed, "__code__", None)
+                if code is not None:
+                    verdict = kind_of(code.co_filename)
+            if verdict == "foreign":
+                refuse(event, caller)
+        finally:
+            busy.discard(ident)
+
+    sys.addaudithook(hook)
+    return lambda: tuple(refused)
