@@ -85,6 +85,13 @@ class {name}:
 
 {MARKER}: the design, its invariants, a timeline of the race it avoids.
 
+## Sources
+
+- {MARKER}: the library pages the design rests on, e.g.
+  [threading](https://docs.python.org/3/library/threading.html), and the CPython files read,
+  at the tag read, e.g.
+  [`Lib/threading.py`](https://github.com/python/cpython/blob/v3.13.0/Lib/threading.py).
+
 ## Map: checkpoints, pitfalls, sections
 
 | checkpoint | what it proves | pitfalls that fail it | read |
