@@ -148,9 +148,14 @@ class BoundedBlockingQueue(Generic[T]):
                 self._room = self._capacity - len(self._items) - _withdraw(self._free)
             if immediate and not self._discard:
                 self._discard = True
-                owed = len(self._items) - _withdraw(self._ready)  # items takers hold
-                while len(self._items) > owed:
+                # Items whose permits takers hold are theirs; the rest go.  After an earlier
+                # shutdown one more permit is about, the baton, held or not.
+                unheld = _withdraw(self._ready)
+                held = len(self._items) + (0 if first else 1) - unheld
+                while len(self._items) > max(held, 0):
                     self._items.pop()
+                if not first and unheld:
+                    self._ready.release()  # the baton, taken back: blocked takers need it
         if first:
             self._free.release()  # the batons
             self._ready.release()
