@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -116,7 +117,8 @@ def cmd_check(problem_id: str, argv: list[str]) -> int:
     for i in range(args.repeat):
         if args.repeat > 1 and not args.json:
             console.print(f"run {i + 1}/{args.repeat}…", end="\r")
-        results.append(run_check(problem, target))
+        live = console.is_terminal and not args.json and args.repeat == 1
+        results.append(live_check(problem, target) if live else run_check(problem, target))
     last = results[-1]
     learner = is_learner_file(problem, target)  # only checks of mine/ change progress
     if learner:
@@ -129,6 +131,32 @@ def cmd_check(problem_id: str, argv: list[str]) -> int:
         console.print(render.result_view(last, problem, recorded=learner,
                                          hints_seen=progress.hints_seen(problem.id)))
     return 0 if all(r.passed for r in results) else 1
+
+
+def live_check(problem: manifest.Problem, target: Path) -> Result:
+    """``run_check`` with the checklist drawn live on a terminal: each checkpoint ticks as
+    it finishes, a spinner turns on the running one (redrawn ten times a second, so nothing
+    is silent for more than a tenth of a second).  The drawing goes once the run ends."""
+    from rich.live import Live
+
+    from workbook.run import Tally, iter_check
+    tally = Tally(problem)
+    started = time.monotonic()
+    importing = True
+
+    def frame():
+        return render.live_checklist(problem, tally.finished(limit=problem.time_limit),
+                                     time.monotonic() - started, importing=importing)
+
+    with Live(frame(), console=console, refresh_per_second=10, transient=True,
+              get_renderable=frame):
+        for item in iter_check(problem, target, poll=0.05):
+            if isinstance(item, Result):
+                return item
+            tally.add(item.record)
+            if item.record.event in ("collected", "import_error"):
+                importing = False
+    raise AssertionError("iter_check ends with its Result")  # pragma: no cover
 
 
 def is_learner_file(problem: manifest.Problem, target: Path) -> bool:
@@ -164,7 +192,8 @@ def cmd_watch(problem: manifest.Problem, target: Path) -> int:
         console.clear()
         checking.set()
         try:
-            result = run_check(problem, target)
+            result = (live_check(problem, target) if console.is_terminal
+                      else run_check(problem, target))
         finally:
             checking.clear()
         if learner:

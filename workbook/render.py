@@ -50,6 +50,35 @@ def checklist(rows: list[view.Row]) -> Table:
     return table
 
 
+def live_checklist(problem: manifest.Problem, finished: dict, elapsed: float,
+                   *, importing: bool) -> RenderableType:
+    """The checklist while a check runs: a tick for each finished checkpoint, a spinner on
+    the one running (the first unfinished one: the tests run in checklist order), the rest
+    still to come."""
+    from rich.spinner import Spinner
+
+    table = Table(box=None, show_header=False, padding=(0, 1))
+    table.add_column(width=1)
+    table.add_column()
+    table.add_column(justify="right", style="dim")
+    running = None if importing else next(
+        (cp.id for cp in problem.checkpoints if cp.id not in finished), None)
+    for cp in problem.checkpoints:
+        done = finished.get(cp.id)
+        if done is not None:
+            table.add_row(Text(view.ICONS[done.status], style=STYLES[done.status]),
+                          Text(cp.title), f"{done.seconds:.2f}s")
+        elif cp.id == running:
+            table.add_row(Spinner("dots", style="cyan"), Text(cp.title, style="bold"), "")
+        else:
+            table.add_row(Text("·", style="dim"), Text(cp.title, style="dim"), "")
+    status = Text(f"importing the file… {elapsed:.1f}s" if importing
+                  else f"checking… {elapsed:.1f}s", style="dim")
+    if importing:
+        return Group(Spinner("dots", text=status, style="cyan"), table)
+    return Group(table, status)
+
+
 def panel_view(problem_id: str, panel: view.Panel) -> RenderableType:
     """One root cause: a red line for a missing name, else a panel with its message, what it
     looks like, the checkpoints it affects and where to read."""
