@@ -38,8 +38,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _problem(problem_id: str) -> manifest.Problem:
-    try:
-        return manifest.get(problem_id)
+    try:  # ids are lower case; `P01` means p01
+        return manifest.get(problem_id.lower() if problem_id.lower() in manifest.problems()
+                            else problem_id)
     except KeyError as exc:
         raise UsageError(exc.args[0]) from None
 
@@ -121,8 +122,10 @@ def cmd_check(problem_id: str, argv: list[str]) -> int:
         results.append(live_check(problem, target) if live else run_check(problem, target))
     last = results[-1]
     learner = is_learner_file(problem, target)  # only checks of mine/ change progress
+    advice = None
     if learner:
-        progress.record_check(problem.id, last)
+        advice = progress.repeat_advice(progress.record_check(problem.id, last), last,
+                                        problem.id)
     if args.json:
         console.print_json(json.dumps(_json(results)))
     elif args.repeat > 1:
@@ -130,6 +133,8 @@ def cmd_check(problem_id: str, argv: list[str]) -> int:
     else:
         console.print(render.result_view(last, problem, recorded=learner,
                                          hints_seen=progress.hints_seen(problem.id)))
+        if advice:
+            console.print(advice, style="yellow")
     return 0 if all(r.passed for r in results) else 1
 
 
@@ -196,10 +201,14 @@ def cmd_watch(problem: manifest.Problem, target: Path) -> int:
                       else run_check(problem, target))
         finally:
             checking.clear()
+        advice = None
         if learner:
-            progress.record_check(problem.id, result)
+            advice = progress.repeat_advice(progress.record_check(problem.id, result),
+                                            result, problem.id)
         console.print(render.result_view(result, problem, recorded=learner,
                                          hints_seen=progress.hints_seen(problem.id)))
+        if advice:
+            console.print(advice, style="yellow")
         console.print(f"[dim]watching {render.shown_path(target)} · save to check again · "
                       "Ctrl-C to leave[/dim]")
 
@@ -476,10 +485,15 @@ def main(argv: list[str] | None = None) -> int:
             return HANDLERS[command](rest)
         if command in manifest.problems():
             return cmd_check(command, rest)
+        if command.lower() in manifest.problems():  # `P01` is p01
+            return cmd_check(command.lower(), rest)
         raise UsageError(f"unknown problem or command {command!r} (./check.sh --help lists them)")
     except UsageError as exc:
-        errors.print(f"[red]error:[/red] {_one_line(str(exc))}", markup=True, highlight=False,
+        first, *more = str(exc).split("\n")  # a first line, then lines kept whole
+        errors.print(f"[red]error:[/red] {_one_line(first)}", markup=True, highlight=False,
                      soft_wrap=True)
+        for line in more:
+            errors.print(line, markup=False, highlight=False, soft_wrap=True)
         return 2
     except SystemExit as exc:  # argparse's own usage errors
         return int(exc.code or 0)
