@@ -20,7 +20,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from workbook import ROOT, book_sections, manifest, progress, render, variants
+from workbook import ROOT, book_sections, manifest, progress, render, variants, view
 from workbook.errors import UsageError
 from workbook.run import Result, run_check
 
@@ -245,7 +245,16 @@ def cmd_watch(problem: manifest.Problem, target: Path) -> int:
 
 def _json(results: list[Result]) -> dict:
     failed = [r for r in results if not r.passed]
-    doc = (failed[0] if failed else results[-1]).to_json()
+    shown = failed[0] if failed else results[-1]
+    doc = shown.to_json()
+    # Added (every other key is as it was): one panel per root cause, as the terminal and
+    # the page show them, and the one line that replaces them (an import error).
+    problem = manifest.get(shown.problem)
+    seen = view.result_view(shown, problem, hints_seen=progress.hints_seen(problem.id))
+    doc["panels"] = [{"title": p.title, "message": p.message, "looks_like": p.looks_like,
+                      "checkpoints": p.checkpoints, "hint": p.hint, "section": p.section,
+                      "kind": p.kind} for p in seen.panels]
+    doc["blocker"] = seen.blocker
     if len(results) > 1:
         doc["runs"], doc["failed_runs"] = len(results), len(failed)
         doc["passed"] = not failed

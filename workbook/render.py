@@ -87,10 +87,7 @@ def panel_view(problem_id: str, panel: view.Panel) -> RenderableType:
         return Text(panel.title, style="red")
     body = Text(panel.message)
     if panel.looks_like is not None:
-        if panel.looks_like == panel.pitfall:  # a pitfall the manifest does not know
-            body.append(f"\nLooks like: {panel.looks_like}")
-        else:
-            body.append("\nLooks like: ", style="bold").append(panel.looks_like)
+        body.append("\nLooks like: ", style="bold").append(panel.looks_like)
     if panel.same_cause:
         body.append(f"\nSame cause in {len(panel.same_cause)} checkpoints:", style="bold")
         for title in panel.same_cause:

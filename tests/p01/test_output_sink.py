@@ -722,12 +722,14 @@ def test_a_put_injected_after_an_empty_drain_is_returned_at_once(impl, lt):
         first = await get(sink, what="with 'a' queued")
         check(first == ["a"], f"expected ['a'], got {first!r}")
         sink.after_empty_drain = inject
+        started = time.monotonic()
         try:
             got = await bounded(sink.get_batch(), BOUND)
         except asyncio.TimeoutError:
             check(calls, "get_batch never called after_empty_drain after finding nothing")
             fail(f"'b' was put after the empty drain, before re-arming; get_batch was still "
-                 f"asleep {BOUND:g} s later: it must drain again after arming",
+                 f"asleep {time.monotonic() - started:.2f} s later, with nothing left to wake "
+                 "it: it must drain again after arming",
                  pitfall="single_drain")
         check(got == ["b"], f"expected ['b'], got {got!r}")
         check(sink.wakeups_scheduled == 1,
