@@ -30,7 +30,7 @@ class Card:
     hints_seen: int = 0
     next: bool = False
 
-    path: Path | None = None  # the learner file, for "file changed since"
+    path: str | None = None  # the learner file, for "file changed since"
 
     @property
     def status(self) -> str:
@@ -61,7 +61,7 @@ def cards(data: dict | None = None, mine: Path | None = None) -> list[Card]:
             command=f"./check.sh {p.id}", checkpoints=len(p.checkpoints),
             done=bool(e.get("done_at")), done_at=e.get("done_at"),
             last_check=e.get("last_check"), hints_seen=int(e.get("hints_seen", 0)),
-            path=learner_file(p, mine)))
+            path=str(learner_file(p, mine))))
     for c in out:  # the next problem to do: the first one not done
         if not c.done:
             c.next = True
