@@ -65,7 +65,31 @@ def _check_parser(prog: str) -> argparse.ArgumentParser:
                         help="run the set N times and report how many runs failed")
     parser.add_argument("--watch", action="store_true",
                         help="check again each time the file is saved (Ctrl-C to leave)")
+    parser.add_argument("--explore", type=float, metavar="SECONDS",
+                        help="let the exploration checkpoint search this long (P03)")
+    parser.add_argument("--replay", metavar="TOKEN",
+                        help="run the exploration scenario of a failure's replay token")
     return parser
+
+
+def _exploration(problem: manifest.Problem, args: argparse.Namespace) -> None:
+    """Hand --explore/--replay to the exploration checkpoint (through the environment
+    of the check's pytest process)."""
+    if args.explore is not None:
+        limit = max(problem.time_limit - 30, 1)
+        if not 0 < args.explore <= limit:
+            raise UsageError(f"--explore takes seconds between 0 and {limit:g} "
+                             f"(the check of {problem.id} stops after {problem.time_limit} s)")
+        os.environ["WORKBOOK_EXPLORE_SECONDS"] = f"{args.explore:g}"
+    if args.replay:
+        from workbook.explore.scenario import parse_token
+        try:
+            owner, _ = parse_token(args.replay)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        if owner != problem.id:
+            raise UsageError(f"this token replays a run of {owner}, not of {problem.id}")
+        os.environ["WORKBOOK_EXPLORE_REPLAY"] = args.replay.strip()
 
 
 def target_file(problem: manifest.Problem, args: argparse.Namespace) -> Path:
@@ -112,6 +136,7 @@ def cmd_check(problem_id: str, argv: list[str]) -> int:
     if args.repeat < 1:
         raise UsageError("--repeat needs a whole number of at least 1")
     target = target_file(problem, args)
+    _exploration(problem, args)
     if args.watch:
         return cmd_watch(problem, target)
     results = []

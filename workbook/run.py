@@ -22,7 +22,6 @@ from workbook.errors import UsageError  # noqa: F401 - also imported from here
 from workbook.tuning import TEST_TIMEOUT
 
 
-
 @dataclass
 class CheckpointResult:
     id: str

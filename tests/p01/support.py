@@ -10,6 +10,18 @@ from workbook.testkit import (BOUND, is_submission_code, join, kernel_state, par
                               run_hooked, start_daemon, wait_until)
 
 
+def queued_seconds(tid: int | None = None) -> float:
+    """Seconds the thread ``tid`` (default: the caller) has spent runnable but waiting for a
+    CPU -- the kernel's run-queue delay (/proc schedstat); 0.0 where the kernel does not say.
+    Time a busy machine adds to a wakeup, through no fault of the code woken."""
+    tid = threading.get_native_id() if tid is None else tid
+    try:
+        with open(f"/proc/self/task/{tid}/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 class LoopWrapper:
     """Passed to ``bind_loop`` in place of the real loop.
 

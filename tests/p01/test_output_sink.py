@@ -14,7 +14,7 @@ import time
 import pytest
 
 from tests.p01.support import (LoopWrapper, PutPartner, live_sinks, lost_wakeup_pitfall,
-                               run_interleaved)
+                               queued_seconds, run_interleaved)
 from workbook.testkit import (BOUND, Failure, LoopThread, bounded, check, done_within, fail,
                               join, note, parked, start_daemon, thread_cpu_seconds, wait_until)
 
@@ -643,30 +643,42 @@ def test_three_hundred_ping_pong_rounds_lose_no_wakeup(impl, lt):
 @pytest.mark.checkpoint("p01.pingpong")
 def test_a_sleeping_consumer_returns_as_soon_as_an_item_is_put(impl, lt):
     """7 rounds: the consumer is asleep in select(), another thread puts one item; the
-    median time from the put to get_batch's return must be a few milliseconds at most."""
+    median time from the put to get_batch's return must be a few milliseconds at most.
+    The time the producer and the loop thread sat runnable waiting for a CPU (the kernel's
+    run-queue delay) is taken off: a busy machine's delay is not the consumer's."""
     sink, _ = bound_sink(impl, lt)
+    loop_tid = lt.thread.native_id
 
     async def timed():
         got = await sink.get_batch(timeout=3600)  # far beyond the bound: a lost wakeup is
         # seen stuck at once, not after a timer of the learner's
-        return got, time.monotonic()
+        return got, time.monotonic(), queued_seconds()
 
-    latencies = []
+    def producer(i: int) -> tuple[float, float, float]:
+        before = (time.monotonic(), queued_seconds(loop_tid), queued_seconds())
+        sink.put(i)
+        return before[0], before[1], queued_seconds() - before[2]
+
+    latencies, raw = [], []
     for i in range(7):
         future = lt.submit(timed())
         wait_asleep(lt)
-        start = time.monotonic()
-        join(start_daemon(sink.put, i, name="producer"), what=f"put({i})")
-        got, returned = lt.wait(future, 4 * BOUND, what=f"get_batch woken by put({i})")
+        start, loop_queued, producer_queued = join(start_daemon(producer, i, name="producer"),
+                                                   what=f"put({i})")
+        got, returned, loop_queued_after = lt.wait(future, 4 * BOUND,
+                                                   what=f"get_batch woken by put({i})")
         check(got == [i], f"round {i}: expected [{i}], got {got!r}")
-        latencies.append(returned - start)
+        raw.append(returned - start)
+        latencies.append(raw[-1] - (loop_queued_after - loop_queued) - producer_queued)
         if sum(t >= 0.005 for t in latencies) >= 4:
             break  # 4 slow rounds of 7: the median is slow whatever the others do
     median = statistics.median(latencies)
-    note(f"wakeup latency: median {median * 1000:.2f} ms, slowest {max(latencies) * 1000:.1f} ms")
+    note(f"wakeup latency: median {median * 1000:.2f} ms less run-queue delay "
+         f"({statistics.median(raw) * 1000:.2f} ms as measured), slowest {max(raw) * 1000:.1f} ms")
     check(median < 0.005, f"a consumer asleep in get_batch took {median * 1000:.0f} ms (median "
-          f"of {len(latencies)}) to return an item put by another thread: it must return as "
-          "soon as an item is available, not when it next looks")
+          f"of {len(latencies)}, not counting time spent waiting for a CPU) to return an item "
+          "put by another thread: it must return as soon as an item is available, not when it "
+          "next looks")
 
 
 @pytest.mark.checkpoint("p01.pingpong")
@@ -722,14 +734,16 @@ def test_a_put_injected_after_an_empty_drain_is_returned_at_once(impl, lt):
         first = await get(sink, what="with 'a' queued")
         check(first == ["a"], f"expected ['a'], got {first!r}")
         sink.after_empty_drain = inject
-        started = time.monotonic()
+        began = time.monotonic()
         try:
             got = await bounded(sink.get_batch(), BOUND)
         except asyncio.TimeoutError:
             check(calls, "get_batch never called after_empty_drain after finding nothing")
+            waited = time.monotonic() - began
+            early = (f" (the stuck detector ended the {BOUND:g} s bound early)"
+                     if waited < BOUND - 0.1 else "")
             fail(f"'b' was put after the empty drain, before re-arming; get_batch was still "
-                 f"asleep {time.monotonic() - started:.2f} s later, with nothing left to wake "
-                 "it: it must drain again after arming",
+                 f"asleep {waited:.2f} s later{early}: it must drain again after arming",
                  pitfall="single_drain")
         check(got == ["b"], f"expected ['b'], got {got!r}")
         check(sink.wakeups_scheduled == 1,

@@ -390,39 +390,58 @@ def _done_or_blocked(thread) -> bool:
     return not thread.is_alive() or (parked(thread, 0.02) and kernel_state(thread) == "S")
 
 
+#: (held call, its item or None, the call beside it, its argument, shutdown's immediate,
+#:  the two honest outcomes: (beside's result, held's fate, what is left)).
+_BESIDE = {
+    "put_offer": ("put('a')", "b", False, ((False, "returned", ["a"]), (True, "ShutDown", ["b"]))),
+    "take_poll": ("take()", None, True, ((None, "returned", []), ("a", "ShutDown", []))),
+}
+
+
 @pytest.mark.checkpoint("p03.shutdown")
-def test_an_offer_beside_a_put_that_shutdown_ends_is_explained_by_some_order(impl):
-    """Capacity 1, empty.  A put('a') is held before each line of the submission's code in
-    turn; meanwhile offer('b', 0) runs, then shutdown().  Operations are linearizable, so
-    there are two honest outcomes: the put came first (offer False, the put returns, 'a'
-    is left) or the offer did (offer True, the put raises ShutDown, 'b' is left).  An offer
-    that finds "full" on a queue that never held an item is neither."""
+@pytest.mark.parametrize("case", list(_BESIDE))
+def test_a_call_beside_one_that_shutdown_ends_is_explained_by_some_order(impl, case):
+    """Capacity 1.  A put('a') on the empty queue (or a take() with 'a' queued) is held
+    before each line of the submission's code in turn; meanwhile offer('b', 0) (or poll(0))
+    runs, then shutdown() (immediate, for the take).  Operations are linearizable, so only
+    two outcomes are honest: the held call came first, or the other one did.  An offer that
+    finds "full" on a queue that never held an item (a poll that finds "empty" on one whose
+    item nobody took) is neither: a call that has not taken effect must not look as if it
+    had -- e.g. a permit it holds, then gives back when it fails."""
     ShutDown = impl.ShutDown
+    held_name, other_item, immediate, honest = _BESIDE[case]
     n = 1
     while True:
         q = impl.BoundedBlockingQueue(1)
-        held = _HeldBeforeLine(lambda: q.put("a"), n)
+        if case == "put_offer":
+            body, beside, name = (lambda: q.put("a")), (q.offer, "b", 0), "offer('b', 0)"
+        else:
+            q.put("a")
+            body, beside, name = q.take, (q.poll, 0), "poll(0)"
+        held = _HeldBeforeLine(body, n)
         wait_until(lambda: held.at.is_set() or not held.thread.is_alive(),
-                   what="put('a') reached its next line or returned")
+                   what=f"{held_name} reached its next line or returned")
         if not held.at.is_set():  # no n-th line: every line has been tried
-            finish(held.thread, "put('a') on an empty queue")
+            finish(held.thread, f"{held_name} alone")
             break
         results = []
-        for name, fn, args in (("offer('b', 0)", _optional, (q.offer, "b", 0)),
-                               ("shutdown()", q.shutdown, ())):
-            helper = start_daemon(fn, *args, name=name)
-            wait_until(lambda: _done_or_blocked(helper), what=f"{name} returned or blocked")
+        for label, fn, args in ((name, _optional, beside),
+                                ("shutdown()", q.shutdown, (immediate,))):
+            helper = start_daemon(fn, *args, name=label)
+            wait_until(lambda: _done_or_blocked(helper), what=f"{label} returned or blocked")
             if helper.is_alive():
-                held.go.set()  # it waits for the held put: let that go on
-            results.append(finish(helper, f"{name} beside a put('a')"))
+                held.go.set()  # it waits for the held call: let that go on
+            results.append(finish(helper, f"{label} beside {held_name}"))
         held.go.set()
-        finish(held.thread, "put('a') after shutdown()", reraise=False)
-        offered = results[0]
-        if offered is NotImplemented:
-            note("offer() is not implemented: the put/offer/shutdown interleavings were not tried")
+        finish(held.thread, f"{held_name} after shutdown()", reraise=False)
+        other = results[0]
+        if other is NotImplemented:
+            note(f"{name} is not implemented: its interleavings with shutdown were not tried")
             return
-        put_failed = isinstance(held.thread.error, ShutDown)
-        if held.thread.error is not None and not put_failed:
+        if case == "take_poll" and other is False:
+            other = None  # "nothing" as the wrong value: p03.timeouts says so, not this check
+        failed = isinstance(held.thread.error, ShutDown)
+        if held.thread.error is not None and not failed:
             raise held.thread.error
 
         def drain():
@@ -435,16 +454,16 @@ def test_an_offer_beside_a_put_that_shutdown_ends_is_explained_by_some_order(imp
             return left
 
         left = call(drain, what="take() until ShutDown, after shutdown()")
-        outcome = (offered, "ShutDown" if put_failed else "returned", left)
-        where = f"put('a') held before line {held.line} (the {n}th line it ran)"
-        if offered is False and put_failed:
-            fail(f"{where}: offer('b', 0) returned False on a queue that never held an item "
-                 "(the put then raised ShutDown, so it never added one): no order of these "
-                 "calls explains it.  A put that has not taken effect must not make the queue "
-                 "look full -- e.g. a permit it holds, then gives back when it fails")
-        check(outcome in ((False, "returned", ["a"]), (True, "ShutDown", ["b"])),
-              f"{where}: offer('b', 0) gave {offered!r}, the put {outcome[1]}, and "
-              f"{left!r} was left; the only orders are put-then-offer (False, returned, "
-              "['a']) and offer-then-put (True, ShutDown, ['b'])")
+        outcome = (other, "ShutDown" if failed else "returned", left)
+        where = f"{held_name} held before line {held.line} (the {n}th line it ran)"
+        if outcome[:2] == (honest[0][0], "ShutDown"):
+            fail(f"{where}: {name} returned {other!r}, as if {held_name} had already taken "
+                 f"effect, yet {held_name} then raised ShutDown: no order of these calls "
+                 f"explains it.  A call that has not taken effect must not make the queue look "
+                 f"{'full' if case == 'put_offer' else 'empty'} -- e.g. a permit it holds, "
+                 "then gives back when it fails")
+        check(outcome in honest,
+              f"{where}: {name} gave {other!r}, {held_name} {outcome[1]}, and {left!r} was "
+              f"left; the only orders give {honest[0]} or {honest[1]}")
         n += 1
-        check(n < 500, "put('a') ran more than 500 lines")
+        check(n < 500, f"{held_name} ran more than 500 lines")

@@ -125,3 +125,31 @@ def test_show_piped_prints_a_patch_that_applies(variant, capsys, tmp_path):
     done = subprocess.run(["git", "apply", "--check", "--verbose", str(patch)],
                           cwd=tmp_path / "tree", capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr + patch.read_text("utf-8")[:2000]
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "openpty"), reason="needs a pseudo-terminal")
+def test_on_a_tty_the_chapter_goes_through_the_pager(tmp_path):
+    import os
+    import sys
+    paged = tmp_path / "paged.txt"
+    env = {**os.environ, "PAGER": f"cat > {paged}", "COLUMNS": "80", "LINES": "24",
+           "TERM": "xterm"}
+    primary, secondary = os.openpty()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "workbook", "book", "p03"], cwd=ROOT,
+                              env=env, stdin=secondary, stdout=secondary, stderr=secondary,
+                              timeout=120)
+    finally:
+        os.close(secondary)
+    shown = b""
+    os.set_blocking(primary, False)
+    try:
+        while chunk := os.read(primary, 65536):
+            shown += chunk
+    except (BlockingIOError, OSError):
+        pass
+    os.close(primary)
+    assert proc.returncode == 0
+    text = paged.read_text("utf-8", "replace")
+    assert "BoundedBlockingQueue" in text and text.count("\n") > 500  # the chapter, paged
+    assert shown.count(b"\n") < 24, shown[:500]  # and not dumped on the terminal

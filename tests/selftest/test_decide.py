@@ -20,7 +20,7 @@ FUTEX = Call("futex", False, None)
 def look(ident: int, state: str = "parked", *, cpu: float = 1.0, line: int = 10,
          held: tuple[Held, ...] = (), waits_for: int | None = None, **kw) -> ThreadLook:
     return ThreadLook(ident, f"t{ident}", cpu, "S", kw.pop("syscall", FUTEX), state,
-                      position=(7, line), learner_site=f"mine.py:{line}", held=held,
+                      position=(7, line), in_learner=True, held=held,
                       waits_for=waits_for, **kw)
 
 

@@ -311,3 +311,11 @@ def test_watch_checks_again_on_each_save_and_ctrl_c_leaves_cleanly(tmp_path):
     assert runs() == 3, text
     assert text.count("core checkpoints") == 3, text
     assert "Traceback" not in text and "stopped watching" in text
+
+
+def test_a_tests_notes_reach_its_checkpoint():
+    """testkit.note goes through the sink the plugin sets (set_note_sink): the P01 timeout
+    check notes how long the timed-out get_batch took."""
+    result = checked("p01", str(manifest.get("p01").solution_file))
+    timeout = next(cp for cp in result.checkpoints if cp.id == "p01.timeout")
+    assert any("returned after" in text for text in timeout.notes), timeout.notes

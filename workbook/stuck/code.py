@@ -21,8 +21,15 @@ LIBRARY = tuple({sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", 
 _STDLIB = os.path.dirname(os.path.abspath(threading.__file__)) + os.sep
 
 
+@functools.lru_cache(maxsize=4096)
+def real(filename: str) -> str:
+    """``os.path.realpath(filename)``, once per file name: a look asks it for every frame of
+    every thread, and each answer costs a system call per directory of the path."""
+    return os.path.realpath(filename)
+
+
 def is_harness(filename: str) -> bool:
-    return os.path.realpath(filename).startswith(HARNESS_DIRS)
+    return real(filename).startswith(HARNESS_DIRS)
 
 
 def is_kit(filename: str) -> bool:

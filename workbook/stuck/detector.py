@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from workbook.stuck import frames as fr
-from workbook.stuck.code import source_line
+from workbook.stuck.code import real, source_line
 from workbook.stuck.decide import Progress, decide
 from workbook.stuck.explain import asleep_in_sleep, diagnose, sleep_seconds, slow_sentence
 from workbook.stuck.model import Snapshot, Verdict
 from workbook.stuck.observe import take_snapshot
-from workbook.stuck.procfs import thread_cpu_seconds
-from workbook.tuning import (LOOK_INTERVAL, SPINNING_CPU, SPINNING_SHARE, SPINNING_STEADY,
-                             STILL_CPU)
+from workbook.stuck.procfs import children_alive, thread_cpu_seconds
+from workbook.tuning import (HOLD_CONFIRM, LOOK_INTERVAL, SPINNING_CPU, SPINNING_SHARE,
+                             SPINNING_STEADY, STILL_CPU)
 
 
 @dataclass
@@ -60,7 +60,7 @@ class Detector:
         self.learner_files.add(os.path.realpath(path))
 
     def is_learner(self, filename: str) -> bool:
-        return bool(self.learner_files) and os.path.realpath(filename) in self.learner_files
+        return bool(self.learner_files) and real(filename) in self.learner_files
 
     def begin_check(self) -> CheckLog:
         """A check starts: threads alive now belong to earlier checks.  Its fresh log."""
@@ -117,6 +117,9 @@ class Watch:
         d = self.detector
         snap = take_snapshot(d, self.me, self.deadline)
         self._sample_sleeps(snap)
+        if snap.why and self.progress.hog is not None \
+                and snap.at - self.progress.hog_at >= HOLD_CONFIRM:
+            snap.children = children_alive()  # only a hog about to be called needs to know
         with d.guards_lock:
             guards = list(d.guards)
         decision = decide(self.progress, snap, deadline=self.deadline, known=d.known,

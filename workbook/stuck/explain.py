@@ -25,8 +25,8 @@ def diagnose(snap: Snapshot, what: str, *, is_learner: Callable[[str], bool],
     sites = []
     for look in looks:
         lines += _describe(look, looks, is_learner)
-        if look.learner_site is not None:
-            sites.append(look.learner_site)
+        if look.learner is not None:
+            sites.append(fr.site(look.learner))
     for hook in list(hooks):
         try:
             lines += [str(x) for x in hook(snap)]
@@ -36,8 +36,8 @@ def diagnose(snap: Snapshot, what: str, *, is_learner: Callable[[str], bool],
         lines.append("  (no thread is inside the learner file: the threads wait for each other "
                      "in the harness)")
     if dead is not None:  # the root cause is the lock cycle, whoever else waits on it
-        sites = [look.learner_site for look in dead.looks
-                 if look.learner_site is not None and look.ident in dead.cycle]
+        sites = [fr.site(look.learner) for look in dead.looks
+                 if look.learner is not None and look.ident in dead.cycle]
     return Verdict(what, lines, tuple(sorted(set(sites))), cycle=certain)
 
 

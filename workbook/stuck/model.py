@@ -45,7 +45,7 @@ class ThreadLook:
     detail: str = ""  # why not parked, or what a sleeping loop has pending
     guard_only: bool = False  # a sleeping asyncio loop whose only timers are harness bounds
     position: tuple = (None, None)  # (id of the innermost code object, its line)
-    learner_site: str | None = None  # file:line of its innermost learner frame
+    in_learner: bool = False  # learner code is on its stack
     held: tuple[Held, ...] = ()  # locks its learner frames hold, innermost frame first
     waits_for: int | None = None  # id() of the lock a parked learner line waits to acquire
     waits_reentrant: bool = False  # ... and that lock is an RLock
@@ -70,11 +70,12 @@ class Snapshot:
     at: float  # time.monotonic() of the look
     why: str = ""  # why the check could still move ("" when nothing can)
     sooner: bool = False  # another bounded wait ends sooner (its own detector decides)
-    children: bool = False  # a child process is alive (something outside may wake us)
+    children: bool = False  # a child process is alive (something outside may wake us);
+    #                         read only when it can matter (see observe, detector)
     cycle: set = field(default_factory=set)  # idents of threads in a lock cycle
 
     def learner_threads(self) -> list[ThreadLook]:
-        return [look for look in self.looks if look.learner_site is not None or look.in_loop]
+        return [look for look in self.looks if look.in_learner or look.in_loop]
 
 
 @dataclass

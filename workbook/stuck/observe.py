@@ -75,7 +75,7 @@ def look_at(thread: threading.Thread, frames: list, deadline: float,
     look = ThreadLook(thread.ident, thread.name, cpu, kstate, call, "moving",
                       position=(id(inner.f_code) if inner else None,
                                 inner.f_lineno if inner else None),
-                      learner_site=fr.site(learner) if learner is not None else None,
+                      in_learner=learner is not None,
                       thread=thread, frames=frames, learner=learner)
     _classify(look, thread, frames, deadline, session)
     _locks(look, session)
@@ -155,7 +155,9 @@ def take_snapshot(session: Session, me: int, deadline: float) -> Snapshot:
         if look.state in ("moving", "timed") and not why:
             why = f"thread '{thread.name}': {look.detail or look.state}"
         looks.append(look)
-    children = children_alive()
-    if not why and children:
+    # Whether a child process is alive is read only when nothing else could move (the
+    # detector reads it for a hog about to be called too): a look must stay cheap.
+    children = not why and children_alive()
+    if children:
         why = "a child process is alive"
     return Snapshot(looks, time.monotonic(), why, sooner, children)

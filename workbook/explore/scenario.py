@@ -1,0 +1,228 @@
+"""Scenarios: a few threads × a few operations with edge values, drawn by Hypothesis, and the
+replay token that carries one (with the schedule's seed) as plain text.
+
+A scenario is plain data (JSON-able) so that a token reproduces it anywhere: item and
+timeout *specs* ("obj", "0", ...; 0, 0.5, None, "inf", ...) become values only when a run
+starts, and every run makes fresh objects.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from hypothesis import strategies as st
+
+#: Items, simplest first (Hypothesis shrinks towards the front of each list): a plain object
+#: (weakly referenceable, so a kept reference can be seen), falsy values, an object equal to
+#: everything, and None (refused by put/offer).
+ITEMS = ("obj", "0", "False", "''", "odd", "None")
+#: Timeouts of offer/poll: zero, short, forever, a deadline already passed, huge, infinite.
+TIMEOUTS: tuple[Any, ...] = (0, 0.5, None, 1.0, -1, 1e10, "inf")
+#: Virtual seconds a thread waits before its next call (ties with deadlines on purpose).
+DELAYS = (0, 0.5, 1.0)
+#: What may be raised inside a wait: an interrupt, an ordinary exception, a BaseException.
+FAULTS = (None, "KeyboardInterrupt", "Interrupted", "Cancelled")
+PREEMPT = (0.0, 0.1, 0.3, 0.6)
+#: Operations, the blocking core ones drawn more often (repeats weigh a draw).
+CORE_KINDS = ("put", "take", "put", "take", "len")
+ALL_KINDS = ("put", "take", "offer", "poll", "put", "take", "shutdown", "len")
+
+
+@dataclass
+class Scenario:
+    capacity: int
+    preload: list[str]
+    threads: list[list[list[Any]]]  # per thread: [kind, item or immediate, timeout, delay]
+    fault: str | None = None
+    late: bool = False  # the fault lands only in a thread just woken, before it runs
+    jump: float = 0.0  # the wall clock (time.time) jumps by this once virtual time moves
+    spurious: int = 0
+    preempt: float = 0.0
+    lines: bool = False
+    seed: int = 0
+    extensions: bool = True
+    version: int = 1
+
+    def describe(self) -> str:
+        pre = ", ".join(self.preload) or "nothing"
+        parts = [f"capacity {self.capacity}, preloaded with {pre}"]
+        for n, ops in enumerate(self.threads, 1):
+            parts.append(f"T{n}: " + "; ".join(op_label(op) for op in ops))
+        extra = []
+        if self.fault:
+            extra.append(f"one {self.fault} raised inside a wait"
+                         + (", just after a wake-up" if self.late else ""))
+        if self.spurious:
+            extra.append(f"up to {self.spurious} spurious wake-up(s)")
+        if self.preempt:
+            extra.append(f"preemption {self.preempt:g}")
+        if self.lines:
+            extra.append("line-level preemption")
+        if self.jump:
+            extra.append(f"the wall clock jumps {self.jump:+g} s once time moves")
+        return "; ".join(parts) + (" (" + ", ".join(extra) + ")" if extra else "")
+
+
+def timeout_value(spec: Any) -> float | None:
+    return float("inf") if spec == "inf" else spec
+
+
+def op_label(op: list[Any], item_name: str | None = None) -> str:
+    kind, arg, timeout, delay = op
+    wait = f"after {delay:g} s, " if delay else ""
+    shown = item_name if item_name is not None else arg
+    if kind == "put":
+        return f"{wait}put({shown})"
+    if kind == "offer":
+        return f"{wait}offer({shown}, {_t(timeout)})"
+    if kind == "poll":
+        return f"{wait}poll({_t(timeout)})"
+    if kind == "shutdown":
+        return f"{wait}shutdown(immediate={bool(arg)})"
+    if kind == "len":
+        return f"{wait}len()"
+    return f"{wait}{kind}()"
+
+
+def _t(timeout: Any) -> str:
+    if timeout == "inf":
+        return "inf"
+    return "None" if timeout is None else f"{timeout:g}"
+
+
+@st.composite
+def scenarios(draw: Any, extensions: bool = True) -> Scenario:
+    kinds = ALL_KINDS if extensions else CORE_KINDS
+    capacity = draw(st.integers(1, 2))
+    preload = [draw(st.sampled_from(ITEMS[:5])) for _ in range(draw(st.integers(0, capacity)))]
+
+    def op() -> st.SearchStrategy:
+        return st.tuples(st.sampled_from(kinds), st.sampled_from(ITEMS),
+                         st.sampled_from(TIMEOUTS), st.sampled_from(DELAYS)).map(_tidy)
+
+    # sizes drawn as integers (near-uniform) rather than as list lengths (short ones favoured)
+    threads = [[draw(op()) for _ in range(draw(st.integers(1, 3)))]
+               for _ in range(draw(st.integers(2, 3)))]
+    return Scenario(
+        capacity=capacity, preload=preload, threads=threads,
+        fault=draw(st.sampled_from(FAULTS)), late=draw(st.booleans()),
+        spurious=draw(st.integers(0, 2)),
+        preempt=draw(st.sampled_from(PREEMPT)), lines=draw(st.booleans()),
+        jump=draw(st.sampled_from((0.0, 0.0, -100.0, 100.0))),
+        seed=draw(st.integers(0, 2**16)), extensions=extensions)
+
+
+def systematic(extensions: bool = True) -> list[Scenario]:
+    """Small shapes chance rarely draws: two waiters of one role parked, then a thread of
+    the other role (arriving half-way or at the instant a timed waiter's deadline passes)
+    or a shutdown sequence, on an empty and on a full queue, with no interrupt, an interrupt
+    while waiting and one just after a wake-up; and a wall clock that jumps during a timed
+    wait.  There a wake-up goes to the wrong thread, is lost with an interrupted or
+    timed-out waiter, or a shutdown is half done."""
+    out = []
+    for cap in (1, 2):
+        for side in ("empty", "full"):
+            if side == "empty":
+                preload: list[str] = []
+                wait = ["take", None, None, 0]
+                timed, forever = ["poll", None, 1.0, 0], ["poll", None, None, 0]
+                now, other = ["poll", None, 0, 0], ["put", "obj", None, 0]
+                role = [[dict_op(other, delay)] + [other] * cap for delay in (0.5, 1.0)]
+            else:
+                preload = ["obj"] * cap
+                wait = ["put", "obj", None, 0]
+                timed, forever = ["offer", "obj", 1.0, 0], ["offer", "obj", None, 0]
+                now, other = ["offer", "obj", 0, 0], ["take", None, None, 0]
+                role = [[dict_op(other, delay)] + [other] * cap for delay in (0.5, 1.0)]
+            pairs = [(wait, wait)]
+            shutdowns: list[list[list[Any]]] = []
+            if extensions:
+                if cap == 1:
+                    pairs += [(wait, timed), (timed, wait), (forever, wait)]
+                sd = ["shutdown", False, None, 0.5]
+                sdi = ["shutdown", True, None, 0.5]
+                shutdowns = [[sd], [sdi], [sd, ["shutdown", True, None, 0]], [sd, now],
+                             [sdi, other]]
+            for a, b in pairs:
+                for w in role:
+                    for fault, late in ((None, False), ("KeyboardInterrupt", False),
+                                        ("KeyboardInterrupt", True)):
+                        out.append(Scenario(cap, list(preload), [[list(a)], [list(b)], _copy(w)],
+                                            fault=fault, late=late, extensions=extensions))
+                for w in shutdowns:
+                    out.append(Scenario(cap, list(preload), [[list(a)], [list(b)], _copy(w)],
+                                        preempt=0.3, extensions=extensions))
+            if extensions and cap == 2 and side == "empty":
+                # a non-blocking offer while another call holds the lock, on a queue with room
+                offer0 = ["offer", "obj", 0, 0]
+                for busy in (["put", "obj", None, 0], ["len", None, None, 0],
+                             ["shutdown", False, None, 0]):
+                    for seed in range(0, 60, 10):
+                        out.append(Scenario(cap, [], [[list(busy)], [list(offer0)]],
+                                            preempt=0.6, seed=seed, extensions=extensions))
+            if extensions and cap == 1:
+                # a timed waiter woken half-way by a call whose effect another thread
+                # steals: it must wait again only for what is left of its timeout
+                for first in (timed, forever):
+                    for seed in (0, 10, 20):
+                        out.append(Scenario(cap, list(preload),
+                                            [[list(first)], [dict_op(other, 0.5)],
+                                             [dict_op(wait, 0.5)]],
+                                            seed=seed, extensions=extensions))
+                for jump in (-100.0, 100.0):
+                    out.append(Scenario(cap, list(preload), [[list(timed)], [dict_op(other, 2.0)]],
+                                        jump=jump, extensions=extensions))
+    return out
+
+
+def dict_op(op: list[Any], delay: float) -> list[Any]:
+    return [op[0], op[1], op[2], delay]
+
+
+def _copy(ops: list[list[Any]]) -> list[list[Any]]:
+    return [list(op) for op in ops]
+
+
+def _tidy(raw: tuple) -> list[Any]:
+    """Keep only the fields an operation uses, so equal scenarios print alike."""
+    kind, item, timeout, delay = raw
+    if kind == "shutdown":
+        return [kind, item in ("0", "False"), None, delay]  # immediate: two specs of six
+    if kind in ("take", "len"):
+        return [kind, None, None, delay]
+    if kind == "put":
+        return [kind, item, None, delay]
+    if kind == "poll":
+        return [kind, None, timeout, delay]
+    return [kind, item, timeout, delay]
+
+
+# ---- the replay token ---------------------------------------------------------------------------
+
+PREFIX = "x1."
+
+
+def token(problem: str, scenario: Scenario) -> str:
+    data = json.dumps({"p": problem, "s": asdict(scenario)}, separators=(",", ":"))
+    return PREFIX + base64.urlsafe_b64encode(zlib.compress(data.encode(), 9)).decode().rstrip("=")
+
+
+def parse_token(text: str) -> tuple[str, Scenario]:
+    """The problem and the scenario a token carries; ValueError if it is not a token."""
+    text = text.strip()
+    if not text.startswith(PREFIX):
+        raise ValueError("not an exploration replay token (they start with 'x1.')")
+    body = text[len(PREFIX):]
+    try:
+        raw = zlib.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+        data = json.loads(raw)
+        return data["p"], Scenario(**data["s"])
+    except (ValueError, TypeError, KeyError, zlib.error) as exc:
+        raise ValueError(f"the replay token is damaged ({exc})") from None
+
+
+__all__ = ["Scenario", "scenarios", "token", "parse_token", "op_label", "timeout_value",
+           "field"]

@@ -1,0 +1,365 @@
+"""A cooperative scheduler: real threads, exactly one of them running at a time.
+
+Every controlled thread (a ``Task``) runs until it reaches a *point*: a call into one of the
+fake primitives of ``prims`` (acquiring or releasing a lock, waiting on or notifying a
+condition, reading the clock, sleeping) or, when line preemption is on, a line of the
+learner's own file.  At a point it may go on or hand control back; when it must wait it
+always hands control back.  The controller (the thread that called ``Scheduler.run``)
+then picks the next thread, lands an injected fault in a waiting one, or -- when nobody
+can run -- moves the virtual clock to the earliest deadline.  Every choice comes from one
+``random.Random(seed)``: the same seed and the same scenario give the same run.
+
+Nothing here sleeps for real: a timed wait ends when the virtual clock reaches its
+deadline, which happens only once every thread is waiting.  A thread that reaches no point
+for ``WALL_LIMIT`` real seconds is blocked in something the fakes do not control (or spins
+in C): the run is marked ``uncontrolled`` and given up.
+"""
+from __future__ import annotations
+
+import _thread
+import linecache
+import random
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+_real_lock = _thread.allocate_lock
+_get_ident = _thread.get_ident
+#: Every controlled thread by its ident, across runs: a thread of a run that is over must
+#: end (``Abandon``) at its next point, not carry on with uncontrolled primitives.
+TASKS: dict[int, "Task"] = {}
+
+#: The virtual clock's reading when a run starts (``time.monotonic()`` in the learner file).
+BASE = 1000.0
+#: Deadlines further away than this (virtual seconds) never fire within a run: a thread
+#: waiting with one is as blocked as a thread waiting with no timeout.
+HORIZON = 1e6
+#: Virtual seconds without any operation starting or ending after which a run stops: what
+#: is still waiting then (even with a safety-net timed wait) waits for good.  A scenario's
+#: delays and finite timeouts are at most 1 s, so a correct run is never idle this long.
+IDLE = 3.0
+#: Points without the virtual clock moving and without an operation ending: spinning.
+SPIN_STEPS = 4000
+#: Real seconds a thread may run without reaching a point before the run is given up.
+WALL_LIMIT = 3.0
+
+READY, RUNNING, WAITING, DONE, IDLE_TASK = "ready", "running", "waiting", "done", "not started"
+
+
+class Abandon(BaseException):
+    """Raised in a controlled thread at its next point to end it (the run is over)."""
+
+
+@dataclass
+class Event:
+    """One line of the run's record: who did what, when, at which learner line."""
+    step: int
+    task: int  # index of the task, -1 for the controller
+    now: float
+    text: str
+    line: int | None = None
+    source: str = ""
+    kind: str = "info"
+
+
+class Task:
+    """One controlled thread running ``body``."""
+
+    def __init__(self, sched: "Scheduler", index: int, name: str, body: Callable[[], Any]):
+        self.sched, self.index, self.name, self.body = sched, index, name, body
+        self.go = _real_lock()
+        self.go.acquire()
+        self.state = IDLE_TASK
+        self.blocker: Any = None  # the object waited on (a lock, a condition waiter, "sleep")
+        self.deadline: float | None = None  # virtual time at which the wait ends by itself
+        self.reason: Any = None  # why it was woken: "woken" | "timeout" | "spurious" | exc
+        self.interruptible = False  # an injected exception may land in this wait
+        self.spurious_ok = False  # a spurious wake-up may end this wait (a learner Condition)
+        self.waiting_what = ""
+        self.interrupted: BaseException | None = None  # the exception injected in it
+        self.abandon_count = 0
+        self.ident: int | None = None
+        self.faultable = index > 0  # task 0 is the setup: nothing is injected there
+        self.thread = threading.Thread(target=self._main, name=f"explore-{name}", daemon=True)
+
+    def _main(self) -> None:
+        self.ident = _get_ident()
+        self.sched._by_ident[self.ident] = self
+        TASKS[self.ident] = self
+        self.go.acquire()
+        try:
+            if self.state != DONE:  # not ended before it ever ran
+                tracer = self.sched._tracer
+                if tracer is not None:
+                    sys.settrace(tracer)
+                self.body()
+        except Abandon:
+            pass
+        except BaseException as exc:  # noqa: BLE001 - bodies catch their own; a safety net
+            self.sched.crash = exc
+        finally:
+            sys.settrace(None)
+            self.state = DONE
+            TASKS.pop(self.ident, None)
+            self.sched._signal()
+
+
+@dataclass
+class RunInfo:
+    """How a run ended, besides what its operations returned."""
+    ended: str = "finished"  # "finished" | "blocked" | "idle" | "spinning" | "uncontrolled"
+    steps: int = 0
+    spinner: str = ""
+
+
+class Scheduler:
+    """Runs a few bodies as controlled threads under one seed (see the module docstring)."""
+
+    active: "Scheduler | None" = None
+
+    def __init__(self, seed: int, *, preempt: float = 0.0, line_preempt: float = 0.0,
+                 faults: list[Callable[[], BaseException]] | None = None,
+                 spurious: int = 0, fault_chance: float = 0.35, late: bool = False,
+                 jump: float = 0.0,
+                 learner_files: frozenset[str] = frozenset()) -> None:
+        self.rng = random.Random(seed)
+        self.preempt = preempt
+        self.line_preempt = line_preempt
+        self.faults = list(faults or [])
+        self.spurious = spurious
+        self.fault_chance = fault_chance
+        self.late = late  # faults land only in threads woken and not yet running
+        self.jump = jump  # added to the wall clock once virtual time has moved
+        self.learner_files = learner_files
+        self.now = 0.0
+        self.tasks: list[Task] = []
+        self.events: list[Event] = []
+        self._by_ident: dict[int, Task] = {}
+        self._back = _real_lock()
+        self._back.acquire()
+        self.info = RunInfo()
+        self.crash: BaseException | None = None
+        self._still = 0  # points since the clock last moved or an operation ended
+        self._last_progress = 0.0  # virtual time of the last operation start or end
+        self._tracer = self._trace if (line_preempt > 0 and learner_files) else None
+        self.names: dict[int, str] = {}  # id(primitive) -> the learner's name for it
+
+    # ---- the record ------------------------------------------------------------------
+
+    def task(self) -> Task | None:
+        return self._by_ident.get(_get_ident())
+
+    def learner_line(self) -> tuple[int | None, str]:
+        """The innermost line of the learner's file on the calling thread's stack."""
+        frame = sys._getframe(1)
+        while frame is not None:
+            if frame.f_code.co_filename in self.learner_files:
+                line = frame.f_lineno
+                return line, linecache.getline(frame.f_code.co_filename, line).strip()
+            frame = frame.f_back
+        return None, ""
+
+    def record(self, text: str, *, task: Task | None = None, kind: str = "info",
+               where: bool = True) -> Event:
+        if task is None:
+            task = self.task()
+        line, source = self.learner_line() if where else (None, "")
+        event = Event(len(self.events), task.index if task else -1, self.now, text, line,
+                      source, kind)
+        if task is None or task.state != DONE:  # nothing after a run is over is recorded
+            self.events.append(event)
+        return event
+
+    def progress(self) -> None:
+        """An operation started or ended: the run is not idle nor spinning."""
+        self._still = 0
+        self._last_progress = self.now
+
+    def name_of(self, obj: Any, default: str) -> str:
+        return self.names.get(id(obj), default)
+
+    # ---- called in controlled threads ----------------------------------------------------
+
+    def _signal(self) -> None:
+        try:
+            self._back.release()
+        except RuntimeError:  # already signalled (a run given up)
+            pass
+
+    def _switch(self, task: Task) -> None:
+        """Hand control to the controller; return when this task is chosen again."""
+        self._signal()
+        task.go.acquire()
+        if task.state == DONE:  # abandoned: the run is over
+            self._abandon(task)
+        task.state = RUNNING
+
+    def _abandon(self, task: Task) -> None:
+        task.abandon_count += 1
+        if task.abandon_count > 50:  # the learner's code keeps catching Abandon: park for good
+            self._signal()
+            parked = _real_lock()
+            parked.acquire()
+            parked.acquire()
+        raise Abandon
+
+    def _count(self, task: Task) -> None:
+        if task.state == DONE:
+            self._abandon(task)
+        self._still += 1
+        self.info.steps += 1
+        if self._still > SPIN_STEPS:
+            self.info.ended = "spinning"
+            self.info.spinner = task.name
+            task.state = DONE
+            self._abandon(task)
+
+    def point(self, what: str = "") -> None:
+        """A place where another thread may run first."""
+        task = self.task()
+        if task is None:
+            return
+        self._count(task)
+        if self.preempt and self.rng.random() < self.preempt:
+            task.state = READY
+            self._switch(task)
+
+    def _trace(self, frame, event, arg):
+        if event == "call" and frame.f_code.co_filename in self.learner_files:
+            return self._trace_line
+        return None
+
+    def _trace_line(self, frame, event, arg):
+        if event == "line":
+            task = self.task()
+            if task is not None:
+                self._count(task)
+                if self.rng.random() < self.line_preempt:
+                    task.state = READY
+                    self._switch(task)
+        return self._trace_line
+
+    def block(self, task: Task, blocker: Any, deadline: float | None, *, what: str,
+              interruptible: bool = False, spurious_ok: bool = False) -> Any:
+        """Wait until woken (``wake``), timed out, interrupted or spuriously woken; return
+        the reason: "woken", "timeout", "spurious", or the injected exception."""
+        task.state = WAITING
+        task.blocker, task.deadline, task.reason = blocker, deadline, None
+        task.interruptible = interruptible and task.interrupted is None
+        task.spurious_ok = spurious_ok
+        task.waiting_what = what
+        self._switch(task)
+        task.blocker = None
+        task.interruptible = task.spurious_ok = False
+        return task.reason
+
+    def wake(self, blocker: Any, reason: str = "woken") -> list[Task]:
+        """Make every task waiting on ``blocker`` ready."""
+        woken = []
+        for t in self.tasks:
+            if t.state == WAITING and t.blocker is blocker:
+                t.state, t.reason = READY, reason
+                woken.append(t)
+        return woken
+
+    # ---- the controller ------------------------------------------------------------------
+
+    def run(self, bodies: list[tuple[str, Callable[[], Any]]], *,
+            first_alone: bool = True) -> RunInfo:
+        """Run ``bodies`` as controlled threads; the first (a setup) alone before the others."""
+        self.tasks = [Task(self, i, name, body) for i, (name, body) in enumerate(bodies)]
+        for t in self.tasks:
+            t.thread.start()
+        while any(t.ident is None for t in self.tasks):  # each registers before its turn
+            _thread.allocate_lock().acquire(True, 0.001)
+        Scheduler.active = self
+        try:
+            self._loop(first_alone)
+        finally:
+            self._finish()
+            Scheduler.active = None
+        return self.info
+
+    def _start(self, t: Task) -> None:
+        if t.state == IDLE_TASK:
+            t.state = READY
+
+    def _loop(self, first_alone: bool) -> None:
+        if first_alone and self.tasks:
+            self._start(self.tasks[0])
+        else:
+            for t in self.tasks:
+                self._start(t)
+        while True:
+            if first_alone and self.tasks[0].state == DONE:
+                for t in self.tasks[1:]:
+                    self._start(t)
+            if self.info.ended in ("spinning", "uncontrolled"):
+                return
+            self._maybe_fault()
+            ready = [t for t in self.tasks if t.state == READY]
+            if not ready:
+                timed = [t for t in self.tasks if t.state == WAITING and t.deadline is not None
+                         and t.deadline < HORIZON]
+                if not timed:
+                    left = [t for t in self.tasks if t.state not in (DONE, IDLE_TASK)]
+                    self.info.ended = "blocked" if left else "finished"
+                    return
+                soonest = min(t.deadline for t in timed)  # type: ignore[type-var]
+                if soonest - self._last_progress > IDLE:
+                    self.info.ended = "idle"
+                    return
+                if soonest > self.now:
+                    self.now = soonest
+                    self._still = 0
+                for t in timed:
+                    if t.deadline <= self.now:  # type: ignore[operator]
+                        t.state, t.reason = READY, "timeout"
+                continue
+            task = ready[self.rng.randrange(len(ready))]
+            task.state = RUNNING
+            task.go.release()
+            if not self._back.acquire(True, WALL_LIMIT):
+                self.info.ended = "uncontrolled"
+                self.info.spinner = task.name
+                return
+            if self.crash is not None:
+                return
+
+    def _maybe_fault(self) -> None:
+        if self.faults:
+            victims = [t for t in self.tasks if t.faultable and t.interruptible
+                       and t.interrupted is None
+                       and t.state in (WAITING, READY)
+                       and t.reason in (("woken",) if self.late else (None, "woken"))]
+            if victims and self.rng.random() < self.fault_chance:
+                victim = victims[self.rng.randrange(len(victims))]
+                exc = self.faults.pop(0)()
+                late = victim.reason == "woken"
+                victim.interrupted = exc
+                victim.state, victim.reason = READY, exc
+                self.record(f"⚡ {type(exc).__name__} raised in {victim.name}"
+                            + (" just after it was woken" if late else " while it waits")
+                            + f" ({victim.waiting_what})", task=victim, kind="fault",
+                            where=False)
+        if self.spurious:
+            sleepers = [t for t in self.tasks if t.state == WAITING and t.spurious_ok]
+            if sleepers and self.rng.random() < 0.25:
+                victim = sleepers[self.rng.randrange(len(sleepers))]
+                self.spurious -= 1
+                victim.state, victim.reason = READY, "spurious"
+                self.record(f"spurious wake-up of {victim.name} ({victim.waiting_what})",
+                            task=victim, kind="fault", where=False)
+
+    def _finish(self) -> None:
+        """End every thread still inside the run (each raises Abandon at its point)."""
+        for t in self.tasks:
+            if t.state == DONE or t.ident is None:
+                continue
+            t.state = DONE
+            try:
+                t.go.release()
+            except RuntimeError:  # it is running (blocked outside the fakes): leave it
+                continue
+            self._back.acquire(True, 0.5)

@@ -1,0 +1,74 @@
+"""A counterexample as the book prints its timelines: one column per thread, one row per
+step, each cell naming what the thread did and, where it was in the learner's file, the
+line.  ``as_timeline`` gives the same rows in the structure of ``workbook.timelines`` (the
+book's ``[[steps]]``) for front ends that step through them."""
+from __future__ import annotations
+
+import textwrap
+from typing import Sequence
+
+from workbook.explore.sched import BASE, Event
+
+#: The whole table fits this many columns (a terminal panel, a failure message).
+TOTAL = 76
+
+
+def _cell(event: Event) -> str:
+    return event.text + (f" (L{event.line})" if event.line is not None else "")
+
+
+def rows(events: Sequence[Event], names: Sequence[str]) -> list[tuple[str, float, list[str]]]:
+    """(label, virtual time, one cell per thread) for each event worth showing."""
+    out = []
+    for n, event in enumerate(events, 1):
+        cells = [""] * len(names)
+        if 0 <= event.task < len(names):
+            cells[event.task] = _cell(event)
+        else:
+            cells = [_cell(event)] + [""] * (len(names) - 1)
+        out.append((str(n), event.now, cells))
+    return out
+
+
+def render(events: Sequence[Event], names: Sequence[str], total: int = TOTAL) -> str:
+    """The timeline as fixed-width text: what the setup (column 0) did first as a list,
+    then one column per thread, then the learner's lines the cells name."""
+    setup = [e for e in events if e.task == 0]
+    rest = [e for e in events if e.task != 0]
+    cols = list(names[1:])
+    width = max(14, (total - 13) // max(len(cols), 1) - 3)
+    lines = []
+    if setup:
+        lines.append("setup (alone, before the threads start): "
+                     + "; ".join(e.text for e in setup if e.kind in ("call", "return")))
+        lines.append("")
+    lines.append(f"{'step':>4}  {'time':>5}  " + " | ".join(f"{h:<{width}}" for h in cols))
+    lines.append("-" * min(len(lines[-1]), total))
+    shown = {}
+    for n, event in enumerate(rest, 1):
+        cells = [""] * len(cols)
+        k = event.task - 1
+        cells[k if 0 <= k < len(cols) else 0] = _cell(event)
+        if event.line is not None:
+            shown[event.line] = event.source
+        wrapped = [textwrap.wrap(c, width) or [""] for c in cells]
+        for r in range(max(len(w) for w in wrapped)):
+            left = f"{n:>4}  {event.now:>5.2f}  " if r == 0 else " " * 13
+            lines.append(left + " | ".join(
+                f"{(w[r] if r < len(w) else ''):<{width}}" for w in wrapped).rstrip())
+    if shown:
+        lines.append("")
+        lines.append("lines of your file named above:")
+        for line in sorted(shown):
+            lines.append(f"  L{line}: {shown[line]}")
+    return "\n".join(lines)
+
+
+def as_timeline(events: Sequence[Event], names: Sequence[str], title: str) -> dict:
+    """The book's timeline document (``workbook.timelines.parse`` reads it)."""
+    return {"title": title, "actors": list(names), "state": ["time"],
+            "steps": [{"label": label, "do": cells, "state": [f"{now:g}"]}
+                      for label, now, cells in rows(events, names)]}
+
+
+__all__ = ["render", "rows", "as_timeline", "BASE"]
