@@ -140,10 +140,11 @@ class Watch:
                 continue
             self.seen[look.thread] = self.seen.get(look.thread, 0) + 1
             if asleep_in_sleep(look):
+                site = fr.site(look.learner)
                 counts = self.sleeps.setdefault(look.thread, {})
-                counts[look.learner_site] = counts.get(look.learner_site, 0) + 1
-                if look.learner_site not in self.sleep_asks:
-                    self.sleep_asks[look.learner_site] = sleep_seconds(look.learner)
+                counts[site] = counts.get(site, 0) + 1
+                if site not in self.sleep_asks:
+                    self.sleep_asks[site] = sleep_seconds(look.learner)
 
     def sleeping(self) -> tuple[str, ...]:
         """Threads seen asleep in ``time.sleep`` at a learner line at most looks of the wait
