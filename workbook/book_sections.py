@@ -19,7 +19,8 @@ EXTRA = {"designs": ROOT / "book" / "closing_designs.md"}
 
 
 class NoSection(LookupError):
-    """No heading matches the query; the message is one readable line."""
+    """No heading matches the query; the message is one readable line, then the closest
+    headings, one per line."""
 
 
 def load_extra(name: str) -> chapters.Chapter:
@@ -54,7 +55,9 @@ def find(chapter: chapters.Chapter, query: str) -> chapters.Heading:
         hits = [by_text[close[0]]] if close else []
     if not hits:
         near = difflib.get_close_matches(wanted, [t for t, _ in names.values()], n=3, cutoff=0)
+        # The closest headings one per line, whole: each is a name to type after --section.
         raise NoSection(f"no section of {chapter.problem} matches {query!r}"
-                        + (f" (closest: {'; '.join(near)})" if near else ""))
+                        + ("; the closest:\n" + "\n".join(f"  {n}" for n in near)
+                           if near else ""))
     # Several headings contain the words: the one whose title is closest to the query.
     return max(hits, key=lambda h: difflib.SequenceMatcher(None, wanted, names[h][0]).ratio())

@@ -14,12 +14,13 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
 from rich.console import Console
 
-from workbook import ROOT, book_sections, manifest, progress, render, variants
+from workbook import ROOT, book_sections, manifest, progress, render, variants, view
 from workbook.errors import UsageError
 from workbook.run import Result, run_check
 
@@ -37,8 +38,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _problem(problem_id: str) -> manifest.Problem:
-    try:
-        return manifest.get(problem_id)
+    try:  # ids are lower case; `P01` means p01
+        return manifest.get(problem_id.lower() if problem_id.lower() in manifest.problems()
+                            else problem_id)
     except KeyError as exc:
         raise UsageError(exc.args[0]) from None
 
@@ -143,11 +145,14 @@ def cmd_check(problem_id: str, argv: list[str]) -> int:
     for i in range(args.repeat):
         if args.repeat > 1 and not args.json:
             console.print(f"run {i + 1}/{args.repeat}…", end="\r")
-        results.append(run_check(problem, target))
+        live = console.is_terminal and not args.json and args.repeat == 1
+        results.append(live_check(problem, target) if live else run_check(problem, target))
     last = results[-1]
     learner = is_learner_file(problem, target)  # only checks of mine/ change progress
+    advice = None
     if learner:
-        progress.record_check(problem.id, last)
+        advice = progress.repeat_advice(progress.record_check(problem.id, last), last,
+                                        problem.id)
     if args.json:
         console.print_json(json.dumps(_json(results)))
     elif args.repeat > 1:
@@ -155,7 +160,35 @@ def cmd_check(problem_id: str, argv: list[str]) -> int:
     else:
         console.print(render.result_view(last, problem, recorded=learner,
                                          hints_seen=progress.hints_seen(problem.id)))
+        if advice:
+            console.print(advice, style="yellow")
     return 0 if all(r.passed for r in results) else 1
+
+
+def live_check(problem: manifest.Problem, target: Path) -> Result:
+    """``run_check`` with the checklist drawn live on a terminal: each checkpoint ticks as
+    it finishes, a spinner turns on the running one (redrawn ten times a second, so nothing
+    is silent for more than a tenth of a second).  The drawing goes once the run ends."""
+    from rich.live import Live
+
+    from workbook.run import Tally, iter_check
+    tally = Tally(problem)
+    started = time.monotonic()
+    importing = True
+
+    def frame():
+        return render.live_checklist(problem, tally.finished(limit=problem.time_limit),
+                                     time.monotonic() - started, importing=importing)
+
+    with Live(frame(), console=console, refresh_per_second=10, transient=True,
+              get_renderable=frame):
+        for item in iter_check(problem, target, poll=0.05):
+            if isinstance(item, Result):
+                return item
+            tally.add(item.record)
+            if item.record.event in ("collected", "import_error"):
+                importing = False
+    raise AssertionError("iter_check ends with its Result")  # pragma: no cover
 
 
 def is_learner_file(problem: manifest.Problem, target: Path) -> bool:
@@ -191,13 +224,18 @@ def cmd_watch(problem: manifest.Problem, target: Path) -> int:
         console.clear()
         checking.set()
         try:
-            result = run_check(problem, target)
+            result = (live_check(problem, target) if console.is_terminal
+                      else run_check(problem, target))
         finally:
             checking.clear()
+        advice = None
         if learner:
-            progress.record_check(problem.id, result)
+            advice = progress.repeat_advice(progress.record_check(problem.id, result),
+                                            result, problem.id)
         console.print(render.result_view(result, problem, recorded=learner,
                                          hints_seen=progress.hints_seen(problem.id)))
+        if advice:
+            console.print(advice, style="yellow")
         console.print(f"[dim]watching {render.shown_path(target)} · save to check again · "
                       "Ctrl-C to leave[/dim]")
 
@@ -234,7 +272,16 @@ def cmd_watch(problem: manifest.Problem, target: Path) -> int:
 
 def _json(results: list[Result]) -> dict:
     failed = [r for r in results if not r.passed]
-    doc = (failed[0] if failed else results[-1]).to_json()
+    shown = failed[0] if failed else results[-1]
+    doc = shown.to_json()
+    # Added (every other key is as it was): one panel per root cause, as the terminal and
+    # the page show them, and the one line that replaces them (an import error).
+    problem = manifest.get(shown.problem)
+    seen = view.result_view(shown, problem, hints_seen=progress.hints_seen(problem.id))
+    doc["panels"] = [{"title": p.title, "message": p.message, "looks_like": p.looks_like,
+                      "checkpoints": p.checkpoints, "hint": p.hint, "section": p.section,
+                      "kind": p.kind} for p in seen.panels]
+    doc["blocker"] = seen.blocker
     if len(results) > 1:
         doc["runs"], doc["failed_runs"] = len(results), len(failed)
         doc["passed"] = not failed
@@ -474,10 +521,15 @@ def main(argv: list[str] | None = None) -> int:
             return HANDLERS[command](rest)
         if command in manifest.problems():
             return cmd_check(command, rest)
+        if command.lower() in manifest.problems():  # `P01` is p01
+            return cmd_check(command.lower(), rest)
         raise UsageError(f"unknown problem or command {command!r} (./check.sh --help lists them)")
     except UsageError as exc:
-        errors.print(f"[red]error:[/red] {_one_line(str(exc))}", markup=True, highlight=False,
+        first, *more = str(exc).split("\n")  # a first line, then lines kept whole
+        errors.print(f"[red]error:[/red] {_one_line(first)}", markup=True, highlight=False,
                      soft_wrap=True)
+        for line in more:
+            errors.print(line, markup=False, highlight=False, soft_wrap=True)
         return 2
     except SystemExit as exc:  # argparse's own usage errors
         return int(exc.code or 0)

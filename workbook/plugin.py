@@ -80,8 +80,14 @@ def _load_target(problem: manifest.Problem, target: Path) -> None:
     spec = importlib.util.spec_from_file_location(problem.module, target)
     module = importlib.util.module_from_spec(spec)
     sys.modules[problem.module] = module
+    # A learner check watches the import like any test (a grader keeps its own limits).
+    watch = _import_watch(target) if _sink is None else None
     try:
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            if watch is not None and not watch.finish():
+                _hold()  # the watch reported a hang and is ending the process
     except SyntaxError as exc:
         from workbook.run import syntax_message
         _STATE["import_error"] = syntax_message(exc)
@@ -96,6 +102,28 @@ def _load_target(problem: manifest.Problem, target: Path) -> None:
         return
     del sys.modules[problem.module]
     _emit(records.ImportFailed(_STATE["import_error"]))
+
+
+def _import_watch(target: Path):
+    """The watch over the import: on a verdict, one import-error record, then the end of
+    the process (the import cannot be interrupted, and no test could run anyway)."""
+    from workbook.stuck.importing import ImportWatch
+
+    def report(sentence: str) -> None:
+        _emit(records.ImportFailed(sentence))
+        out = _STATE.get("report")
+        if out is not None:
+            out.flush()
+        sys.stdout.flush()
+        os._exit(1)
+
+    return ImportWatch(str(target), report).start()
+
+
+def _hold() -> None:
+    """Wait for the process to end (the import watch calls ``os._exit``)."""
+    while True:
+        time.sleep(1.0)
 
 
 def _code_files(module) -> set[str]:

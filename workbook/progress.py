@@ -63,20 +63,89 @@ def mark_done(problem_id: str, file: str) -> None:
         e["file"] = file
 
 
-def record_attempt(problem_id: str, passed: int, total: int) -> None:
+def file_hash(file: str | Path) -> str | None:
+    """The SHA-256 of a checked file's bytes (hex), None when it cannot be read."""
+    import hashlib
+    try:
+        return hashlib.sha256(Path(file).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def record_attempt(problem_id: str, passed: int, total: int, *, ok: bool | None = None,
+                   sha256: str | None = None, source: str | None = None) -> dict | None:
+    """Keep the tally of the last check (and what it was run on); the previous one is
+    returned (None if there was none)."""
     with _update() as data:
         e = data["problems"].setdefault(problem_id, {})
-        e["last_check"] = {"passed": passed, "total": total,
-                           "at": time.strftime("%Y-%m-%d %H:%M:%S")}
+        previous = e.get("last_check")
+        last = {"passed": passed, "total": total, "at": time.strftime("%Y-%m-%d %H:%M:%S")}
+        if ok is not None:
+            last["ok"] = ok  # every core checkpoint passed (Result.passed)
+        if sha256 is not None:
+            last["sha256"] = sha256
+        if source is not None:
+            last["source"] = source  # "terminal" or "page"
+        e["last_check"] = last
+        return previous
 
 
-def record_check(problem_id: str, result: Result) -> None:
+def record_check(problem_id: str, result: Result, *, source: str = "terminal") -> dict | None:
     """What a learner's check of their own file records, from the terminal or the page: the
-    attempt's tally and, when it passed, the problem done."""
+    attempt's tally, its time, the file's hash and, when it passed, the problem done.  A
+    later failing check keeps ``done_at`` (the problem was solved once) but ``status`` then
+    says "done, but the last check failed".  Returns the previous last check."""
     passed = sum(cp.status == "passed" for cp in result.checkpoints)
-    record_attempt(problem_id, passed, len(result.checkpoints))
+    previous = record_attempt(problem_id, passed, len(result.checkpoints), ok=result.passed,
+                              sha256=file_hash(result.file), source=source)
     if result.passed:
         mark_done(problem_id, shown_path(result.file))
+    return previous
+
+
+def last_failed(e: dict) -> bool:
+    """The problem is marked done but its last check (after that) failed."""
+    last = e.get("last_check") or {}
+    return bool(e.get("done_at")) and last.get("ok") is False
+
+
+def changed_since(e: dict, file: str | Path) -> bool:
+    """``file`` is no longer the file the last check ran on (its hash differs)."""
+    recorded = (e.get("last_check") or {}).get("sha256")
+    return recorded is not None and file_hash(file) != recorded
+
+
+def status_text(e: dict, file: str | Path | None = None) -> str:
+    """The honest one-line state of a problem: done (and whether the last check failed
+    since), or the last check's tally; "file changed since" when the file differs from the
+    one last checked."""
+    last = e.get("last_check")
+    if e.get("done_at"):
+        text = "done, but the last check failed" if last_failed(e) else "done"
+    elif last:
+        text = f"{last['passed']}/{last['total']} at last check"
+    else:
+        text = "not started"
+    if file is not None and last and changed_since(e, file):
+        text += " · file changed since"
+    return text
+
+
+def repeat_advice(previous: dict | None, result: Result, problem_id: str) -> str | None:
+    """When this check's outcome differs from the last one's: a race passes by luck, so
+    suggest ``--repeat``.  None when nothing changed, or there was no check before."""
+    if not previous or previous.get("ok") is None or previous["ok"] == result.passed:
+        return None
+    same = previous.get("sha256") is not None and previous["sha256"] == file_hash(result.file)
+    at = str(previous.get("at", ""))[11:16]
+    command = f"./check.sh {problem_id} --repeat 20"
+    if same:
+        return (f"This same file {'failed' if result.passed else 'passed'} its last check "
+                f"({at}): its result depends on timing. Run {command} to see how often.")
+    if result.passed:
+        return (f"The check before this one failed ({at}): a race can pass by luck. "
+                f"Run {command} to be sure.")
+    return None
 
 
 def hints_seen(problem_id: str) -> int:

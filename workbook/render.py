@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from workbook import manifest, shown_path, view
+from workbook import progress as progress_mod
 from workbook.run import Result
 
 STYLES = {"passed": "green", "failed": "red", "not_attempted": "dim"}
@@ -50,6 +51,35 @@ def checklist(rows: list[view.Row]) -> Table:
     return table
 
 
+def live_checklist(problem: manifest.Problem, finished: dict, elapsed: float,
+                   *, importing: bool) -> RenderableType:
+    """The checklist while a check runs: a tick for each finished checkpoint, a spinner on
+    the one running (the first unfinished one: the tests run in checklist order), the rest
+    still to come."""
+    from rich.spinner import Spinner
+
+    table = Table(box=None, show_header=False, padding=(0, 1))
+    table.add_column(width=1)
+    table.add_column()
+    table.add_column(justify="right", style="dim")
+    running = None if importing else next(
+        (cp.id for cp in problem.checkpoints if cp.id not in finished), None)
+    for cp in problem.checkpoints:
+        done = finished.get(cp.id)
+        if done is not None:
+            table.add_row(Text(view.ICONS[done.status], style=STYLES[done.status]),
+                          Text(cp.title), f"{done.seconds:.2f}s")
+        elif cp.id == running:
+            table.add_row(Spinner("dots", style="cyan"), Text(cp.title, style="bold"), "")
+        else:
+            table.add_row(Text("·", style="dim"), Text(cp.title, style="dim"), "")
+    status = Text(f"importing the file… {elapsed:.1f}s" if importing
+                  else f"checking… {elapsed:.1f}s", style="dim")
+    if importing:
+        return Group(Spinner("dots", text=status, style="cyan"), table)
+    return Group(table, status)
+
+
 def panel_view(problem_id: str, panel: view.Panel) -> RenderableType:
     """One root cause: a red line for a missing name, else a panel with its message, what it
     looks like, the checkpoints it affects and where to read."""
@@ -57,10 +87,7 @@ def panel_view(problem_id: str, panel: view.Panel) -> RenderableType:
         return Text(panel.title, style="red")
     body = Text(panel.message)
     if panel.looks_like is not None:
-        if panel.looks_like == panel.pitfall:  # a pitfall the manifest does not know
-            body.append(f"\nLooks like: {panel.looks_like}")
-        else:
-            body.append("\nLooks like: ", style="bold").append(panel.looks_like)
+        body.append("\nLooks like: ", style="bold").append(panel.looks_like)
     if panel.same_cause:
         body.append(f"\nSame cause in {len(panel.same_cause)} checkpoints:", style="bold")
         for title in panel.same_cause:
@@ -122,23 +149,51 @@ def summary_view(results: dict[str, Result]) -> Table:
 
 def problems_view(progress: dict, *, with_progress: bool) -> Table:
     table = Table(title="Problems" if not with_progress else "Progress")
-    for col in ("id", "title", "time", "difficulty", "checkpoints"):
-        table.add_column(col)
+    # Short headers and no squeezed column: at 80 columns every name is shown whole
+    # (wrapped onto a second line if need be, never cut with "…").
+    table.add_column("id", no_wrap=True)
+    table.add_column("title", overflow="fold")
+    if not with_progress:  # `status` is about progress: the size of a problem is in `list`
+        table.add_column("time", no_wrap=True)
+        table.add_column("level", no_wrap=True)
+    table.add_column("checks", no_wrap=True, justify="right")
     if with_progress:
-        table.add_column("last check")
-        table.add_column("hints seen")
-        table.add_column("status")
+        table.add_column("last check", overflow="fold")
+        table.add_column("hints", no_wrap=True)
+        table.add_column("status", overflow="fold", max_width=17)
     for p in manifest.problems().values():
         title = p.title if with_progress else f"{p.title} — {p.summary}"
-        row = [p.id, title, f"{p.minutes} min", p.difficulty, str(len(p.checkpoints))]
+        row = [p.id, title] + ([] if with_progress else [f"{p.minutes} min", p.difficulty]) \
+            + [str(len(p.checkpoints))]
         if with_progress:
             e = progress.get("problems", {}).get(p.id, {})
             last = e.get("last_check")
-            row += [f"{last['passed']}/{last['total']} · {last['at'][5:16]}" if last else "—",
+            state = progress_mod.status_text(e, learner_file(p))
+            style = ("yellow" if progress_mod.last_failed(e) or "changed" in state
+                     else "green" if e.get("done_at") else "dim")
+            row += [_last_check(last) if last else "—",
                     f"L{e['hints_seen']}" if e.get("hints_seen") else "—",
-                    Text("done", style="green") if e.get("done_at") else Text("open", "dim")]
+                    Text(state if e.get("done_at") or "changed" in state else "open",
+                         style=style)]
         table.add_row(*row)
     return table
+
+
+def _last_check(last: dict) -> str:
+    """'5/6 05:40' (today), '5/6 12-01 05:40' (another day), '(page)' when run there."""
+    import time
+    at = str(last.get("at", ""))
+    when = at[11:16] if at[:10] == time.strftime("%Y-%m-%d") else at[5:16]
+    page = " (page)" if last.get("source") == "page" else ""
+    return f"{last['passed']}/{last['total']} {when}{page}"
+
+
+def learner_file(problem: manifest.Problem):
+    """The learner's own file of ``problem`` (``WORKBOOK_MINE`` points tests elsewhere)."""
+    import os
+    from pathlib import Path
+    mine = os.environ.get("WORKBOOK_MINE")
+    return Path(mine) / problem.learner_file.name if mine else problem.learner_file
 
 
 def markdown_view(title: str, text: str) -> Panel:

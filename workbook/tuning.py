@@ -41,6 +41,18 @@ HOLD_CONFIRM = 1.0
 #: practice (a thread asleep in the kernel does not run); 0.1 ms absorbs clock granularity.
 STILL_CPU = 1e-4
 
+# -- the learner file's import (``stuck.importing``) ------------------------------------------
+
+#: Seconds the import of the learner file may run before the watch over it looks for a
+#: verdict (spinning, or blocked in the kernel): a correct file imports in milliseconds,
+#: even on a busy machine (a third of a second at load 20 on 2 cores), so a whole second
+#: is far beyond slowness.  A verdict also needs its evidence: 0.2 s of CPU used at nearly
+#: every look (spinning), or three looks asleep in the kernel at the same frame (blocked).
+IMPORT_PATIENCE = 1.0
+#: Seconds after which an import that is neither clearly spinning nor clearly blocked (a
+#: thread starved of CPU on a crowded box) is reported as still running, with its line.
+IMPORT_GIVE_UP = 3.0
+
 # -- parked or spinning, seen over an observation window (``testkit.parked``) ---------------
 
 #: Seconds ``testkit.parked`` / ``cpu_used`` watch a thread by default.

@@ -135,8 +135,11 @@ def panel(group: list[CheckpointResult], problem: manifest.Problem, *, file: str
         try:
             pit = problem.pitfall(cp.pitfall)
             hint, section, looks_like = pit.hint, pit.section, pit.title
-        except KeyError:
-            looks_like = cp.pitfall
+        except KeyError:  # not a book pitfall: the rule of the contract it breaks, or the
+            try:          # name in words (never a raw id)
+                looks_like = "breaking the rule: " + problem.wrong(cp.pitfall).breaks
+            except KeyError:
+                looks_like = cp.pitfall.replace("_", " ")
     if seen is not None:
         hint = hint_to_read(hint, seen)
     more = f" (+{len(group) - 1} more)" if len(group) > 1 else ""  # kept whole when fitted
@@ -162,7 +165,12 @@ def verdict(result: Result, problem: manifest.Problem, *, recorded: bool = False
         tail += " · the run did not finish"
     if result.passed:
         done = f" {problem.id} is marked done." if recorded else ""
-        extra = f" and {ext_passed} of {len(ext)} extensions" if ext else ""
-        return f"All {len(core)} core checkpoints{extra} passed{tail}.{done}"
+        attempted = [cp for cp in ext if cp.status != "not_attempted"]
+        extra = f" and {ext_passed} of {len(attempted)} attempted extensions" if attempted \
+            else ""
+        unattempted = (f" ({len(ext) - len(attempted)} extension"
+                       f"{'s' if len(ext) - len(attempted) > 1 else ''} not attempted)"
+                       if len(attempted) < len(ext) else "")
+        return f"All {len(core)} core checkpoints{extra} passed{unattempted}{tail}.{done}"
     extra = f", {ext_passed}/{len(ext)} extensions" if ext else ""
     return f"{core_passed}/{len(core)} core checkpoints{extra} passed{tail}."

@@ -25,6 +25,7 @@ import time
 from typing import Any, Callable
 
 from workbook.stuck.code import is_kit
+from workbook.stuck.procfs import syscall
 from workbook.testkit import (BOUND, PARKED_CPU, DaemonThread, fail, interrupt_thread,
                               kernel_state, run_hooked, stacks, start_daemon,
                               thread_cpu_seconds, wait_until)
@@ -183,6 +184,15 @@ def usable(q: object, when: str, *, pitfall: str | None = "spin_holding_lock") -
     return probe.result
 
 
+def _wakes_itself(thread: threading.Thread) -> bool:
+    """The kernel says ``thread`` is in a wait with a timeout (``time.sleep``, say), or
+    running: quiet, but it wakes by itself, so nobody failed to wake it; the bound decides,
+    and its message says where the time went."""
+    tid = getattr(thread, "native_id", None)
+    call = syscall(tid) if tid is not None else None
+    return call is None or call.timed is True  # None: running right now, or unreadable
+
+
 def finish(thread: DaemonThread, what: str, *, pitfall: str | None = None,
            timeout: float = BOUND, asleep: float = ASLEEP, reraise: bool = True) -> Any:
     """Join ``thread``, which should be able to finish now; fail fast once it has stayed
@@ -194,7 +204,7 @@ def finish(thread: DaemonThread, what: str, *, pitfall: str | None = None,
         if not thread.is_alive():
             return True
         asleep_for = still.since()
-        if asleep_for >= asleep:
+        if asleep_for >= asleep and not _wakes_itself(thread):
             fail(f"{what}: it could go on, but it has stayed asleep for {asleep_for:.1f} s "
                  "(nobody woke it?)", pitfall=pitfall)
         return False

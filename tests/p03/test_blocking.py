@@ -155,8 +155,10 @@ def _spurious_rounds(q, threads, probes, role: str, what_changed: str) -> None:
         woken += _wake_and_settle(q, threads, probes, role)
         for thread in threads:
             check(thread.is_alive(),
-                  f"after a wakeup that {what_changed}, {role} returned {thread.result!r} "
-                  f"(error: {thread.error!r}); a woken thread must re-check its condition",
+                  f"after a wakeup that {what_changed}, {role} "
+                  + (f"raised {thread.error!r}" if thread.error is not None
+                     else f"returned {thread.result!r}")
+                  + "; a woken thread must re-check its condition",
                   pitfall="if_not_while")
     note(f"{woken} spurious wakeup(s) delivered through {len(conditions(q))} Condition(s)"
          if woken else "the queue holds no Condition: spurious wakeups are not injected "
@@ -231,8 +233,9 @@ def test_a_woken_take_that_loses_the_item_to_another_taker_waits_again(impl):
                                         "expected 'x'")
             settle(waiter, "the woken take() re-checked the queue")
             check(waiter.is_alive(),
-                  f"the woken take() returned {waiter.result!r} (error: {waiter.error!r}) "
-                  "although another thread had already taken the only item: it did not "
+                  "the woken take() " + (f"raised {waiter.error!r}" if waiter.error is not None
+                                         else f"returned {waiter.result!r}")
+                  + " although another thread had already taken the only item: it did not "
                   "re-check the queue after waking", pitfall="if_not_while")
             call(q.put, "y", what="put('y')")
             check(finish(waiter, "the waiting take() after put('y')") == "y",

@@ -66,7 +66,7 @@ def test_one_panel_per_root_cause_on_both():
         ["p01.injected_put"]]
     assert shown.panels[0].title.endswith("(+2 more)") and len(shown.panels[0].same_cause) == 3
     assert shown.panels[1].looks_like == P01.pitfall("single_drain").title
-    assert shown.panels[2].looks_like == "no_such_pitfall"
+    assert shown.panels[2].looks_like == "no such pitfall"  # words, never a raw id
     assert all(p.hint == 1 for p in shown.panels)  # nothing opened yet: level 1 first
     assert len(terminal_panels(terminal_text(result, P01))) == 3
     assert_same_panels(result, P01)

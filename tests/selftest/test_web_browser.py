@@ -148,6 +148,24 @@ def test_a_timeline_steps_forwards_and_back_with_buttons_and_arrow_keys(page, se
     assert fig.get_attribute("data-step") == str(len(tl.steps) - 3)
 
 
+def test_focus_stays_on_the_timeline_buttons_at_its_first_and_last_step(page, server):
+    page.goto(server.base + "/p01")
+    fig = page.locator("figure.timeline").first
+    n = int(page.evaluate("(f) => JSON.parse(f.dataset.timeline).steps.length",
+                          fig.element_handle()))
+    fig.locator(".tl-next").focus()
+    for _ in range(n - 1):  # Enter on "next" until the last step disables it
+        page.keyboard.press("Enter")
+    assert fig.get_attribute("data-step") == str(n - 1)
+    assert fig.locator(".tl-next").is_disabled()
+    focused = "document.activeElement && document.activeElement.className"
+    assert "tl-prev" in page.evaluate(focused)  # not lost to the page's start
+    for _ in range(n - 1):
+        page.keyboard.press("Enter")
+    assert fig.get_attribute("data-step") == "0"
+    assert "tl-next" in page.evaluate(focused)
+
+
 def _run_from_page(page, *, timeout: float = 120) -> dict:
     """Click "Run checks" and wait for the run's result event; return it."""
     before = page.evaluate("window.__wb.events.filter(e => e.type === 'result').length")

@@ -21,7 +21,7 @@ from typing import Any, Callable
 from workbook.stuck import frames as fr
 from workbook.stuck.code import real, source_line
 from workbook.stuck.decide import Progress, decide
-from workbook.stuck.explain import diagnose
+from workbook.stuck.explain import asleep_in_sleep, diagnose, sleep_seconds, slow_sentence
 from workbook.stuck.model import Snapshot, Verdict
 from workbook.stuck.observe import take_snapshot
 from workbook.stuck.procfs import children_alive, thread_cpu_seconds
@@ -104,6 +104,11 @@ class Watch:
         self.looks_at: dict[threading.Thread, int] = {}
         self.moved: dict[threading.Thread, int] = {}
         self.interval = LOOK_INTERVAL  # until the next look: shorter while confirming a cycle
+        # Per thread: the looks that saw it, and per learner line how many saw it asleep in
+        # time.sleep there (with the seconds that call asks for): slowness, not a hang.
+        self.seen: dict[threading.Thread, int] = {}
+        self.sleeps: dict[threading.Thread, dict[str, int]] = {}
+        self.sleep_asks: dict[str, float | None] = {}
 
     def step(self) -> tuple[str, Any] | None:
         """One look.  ("stuck", Verdict) or ("guard", (guard, Verdict)) once confirmed."""
@@ -111,6 +116,7 @@ class Watch:
         self._sample_cpu()
         d = self.detector
         snap = take_snapshot(d, self.me, self.deadline)
+        self._sample_sleeps(snap)
         if snap.why and self.progress.hog is not None \
                 and snap.at - self.progress.hog_at >= HOLD_CONFIRM:
             snap.children = children_alive()  # only a hog about to be called needs to know
@@ -127,6 +133,32 @@ class Watch:
         if decision.kind == "guard":
             return "guard", (decision.guard, verdict)
         return "stuck", verdict
+
+    def _sample_sleeps(self, snap: Snapshot) -> None:
+        for look in snap.looks:
+            if look.thread is None:
+                continue
+            self.seen[look.thread] = self.seen.get(look.thread, 0) + 1
+            if asleep_in_sleep(look):
+                site = fr.site(look.learner)
+                counts = self.sleeps.setdefault(look.thread, {})
+                counts[site] = counts.get(site, 0) + 1
+                if site not in self.sleep_asks:
+                    self.sleep_asks[site] = sleep_seconds(look.learner)
+
+    def sleeping(self) -> tuple[str, ...]:
+        """Threads seen asleep in ``time.sleep`` at a learner line at most looks of the wait
+        (at least half): the wait ran out because they are slow, not because they hung.
+        One sentence per line of code, naming every thread that slept there."""
+        by_site: dict[str, list[tuple[str, int, int]]] = {}
+        for thread, counts in self.sleeps.items():
+            looks = self.seen.get(thread, 0)
+            seen = sum(counts.values())
+            if looks >= 3 and seen * 2 >= looks:
+                site = max(counts, key=counts.get)
+                by_site.setdefault(site, []).append((thread.name, seen, looks))
+        return tuple(slow_sentence(sorted(found), site, self.sleep_asks.get(site))
+                     for site, found in sorted(by_site.items()))
 
     def _sample_cpu(self) -> None:
         """Where CPU goes while we wait: per thread, its learner line at each look.  Only the

@@ -87,3 +87,52 @@ def _describe(look: ThreadLook, looks: list[ThreadLook], is_learner) -> list[str
     out.append(f"    entered learner code in {fr.qualname(entry)}() (line "
                f"{entry.f_code.co_firstlineno}){came}")
     return out
+
+
+# -- threads that are slow, not stuck -------------------------------------------------------
+
+#: The system calls ``time.sleep`` blocks in (3.11+ sleeps until an absolute time).
+SLEEP_CALLS = ("clock_nanosleep", "nanosleep")
+
+
+def asleep_in_sleep(look: ThreadLook) -> bool:
+    """The kernel says ``look``'s thread is in a sleep that ends by itself, at a learner line."""
+    return (look.syscall is not None and look.syscall.name in SLEEP_CALLS
+            and look.learner is not None)
+
+
+def sleep_seconds(frame) -> float | None:
+    """The seconds the ``sleep(...)`` call on ``frame``'s line asks for, when its argument
+    is a number or a plain name holding one (read, never run: no learner code is called)."""
+    import ast
+    text = code_only(frame.f_code.co_filename, frame.f_lineno)
+    try:
+        tree = fr.parse(text.strip())
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or len(node.args) != 1:
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        if name != "sleep":
+            continue
+        arg = node.args[0]
+        value = arg.value if isinstance(arg, ast.Constant) else fr.evaluate(arg, frame)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return float(value)
+    return None
+
+
+def slow_sentence(threads: list[tuple[str, int, int]], site: str,
+                  seconds: float | None) -> str:
+    """Threads (name, looks asleep, looks) that spent most of a wait in ``time.sleep`` at
+    one learner line: slow, not stuck."""
+    filename, _, line = site.rpartition(":")
+    src = code_only(filename, int(line))
+    each = f"; each call there takes ≥ {seconds * 1e3:.0f} ms" if seconds else ""
+    seen, looks = sum(t[1] for t in threads), sum(t[2] for t in threads)
+    names = ", ".join(f"'{name}'" for name, _, _ in threads)
+    who = f"thread {names} is" if len(threads) == 1 else f"threads {names} are"
+    return (f"{who} slow, not stuck: asleep in time.sleep at {site}: `{src}` at {seen} of "
+            f"{looks} looks{each}")

@@ -24,6 +24,7 @@ class TimedOut:
     through most of it, with their hottest learner line."""
     timeout: float
     spinning: tuple[str, ...] = ()
+    slow: tuple[str, ...] = ()  # threads that slept in time.sleep through most of it
 
 
 #: What a bounded wait found: None (done), a Verdict (stuck) or TimedOut.
@@ -49,7 +50,9 @@ class WaitTimedOut(Failure):
 
 
 def _timeout_message(text: str, found: TimedOut) -> str:
-    extra = "\n".join(found.spinning)
+    extra = "\n".join(found.spinning + found.slow)
+    if found.slow:
+        extra += f"\nthis check needs it done within {found.timeout:g} s"
     return text + ("\n" + extra if extra else "")
 
 
@@ -59,6 +62,8 @@ def raise_outcome(found: Outcome, what: str, timed_text: str, pitfall: str | Non
         DETECTOR.record(found)
         raise Stuck(found.text, found, pitfall)
     if isinstance(found, TimedOut):
+        if found.slow and not found.spinning:
+            pitfall = None  # slowness is the evidence: no pitfall looks like it
         raise WaitTimedOut(_timeout_message(timed_text, found), found, pitfall)
 
 
@@ -81,7 +86,7 @@ def wait_outcome(ready: Callable[[], bool], block: Callable[[float], object], ti
                 return None
             now = time.monotonic()
             if now >= deadline:
-                return TimedOut(timeout, watch.spinning())
+                return TimedOut(timeout, watch.spinning(), watch.sleeping())
             if last_step is None or now - last_step >= watch.interval:
                 last_step = now
                 try:

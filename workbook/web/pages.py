@@ -30,13 +30,20 @@ class Card:
     hints_seen: int = 0
     next: bool = False
 
+    path: str | None = None  # the learner file, for "file changed since"
+
     @property
     def status(self) -> str:
-        if self.done:
-            return "done"
-        if self.last_check:
-            return f"{self.last_check['passed']}/{self.last_check['total']} at last check"
-        return "not started"
+        """The same line as ``./check.sh status``, with the last check's time and where it
+        ran (the terminal or the page)."""
+        entry = {"done_at": self.done_at, "last_check": self.last_check} if self.done \
+            else {"last_check": self.last_check}
+        text = progress.status_text(entry, self.path)
+        last = self.last_check or {}
+        if last.get("at"):
+            text += f" · checked {last['at'][5:16]}" + (f" ({last['source']})"
+                                                       if last.get("source") else "")
+        return text
 
 
 def learner_file(problem: manifest.Problem, mine: Path | None) -> Path:
@@ -53,7 +60,8 @@ def cards(data: dict | None = None, mine: Path | None = None) -> list[Card]:
             difficulty=p.difficulty, file=shown_path(learner_file(p, mine)),
             command=f"./check.sh {p.id}", checkpoints=len(p.checkpoints),
             done=bool(e.get("done_at")), done_at=e.get("done_at"),
-            last_check=e.get("last_check"), hints_seen=int(e.get("hints_seen", 0))))
+            last_check=e.get("last_check"), hints_seen=int(e.get("hints_seen", 0)),
+            path=str(learner_file(p, mine))))
     for c in out:  # the next problem to do: the first one not done
         if not c.done:
             c.next = True

@@ -114,7 +114,7 @@ class Runs:
                 if isinstance(item, Result):
                     if self._cancel.is_set():
                         break  # stopped by the shutdown: not the learner's attempt
-                    progress.record_check(ch.problem.id, item)
+                    progress.record_check(ch.problem.id, item, source="page")
                     post({"type": "result", **self.describe(ch.problem, item)})
                     break
                 record = item.record

@@ -57,8 +57,13 @@ function initTimeline(fig) {
     });
     now.innerHTML = `<table class="tl-now-table"><caption>At step ${esc(s.label)}</caption><tbody>${body}</tbody></table>` +
       (s.note ? `<p class="tl-now-note">${s.note}</p>` : "");
+    const had = document.activeElement;
     prev.disabled = i === 0;
     next.disabled = i === n - 1;
+    // A disabled button loses focus (to the page's start): keep it on the other button,
+    // or on the figure when both are disabled.
+    if (had === next && next.disabled) (prev.disabled ? fig : prev).focus();
+    if (had === prev && prev.disabled) (next.disabled ? fig : next).focus();
     fig.dataset.step = String(i);
   }
   function go(k) { i = Math.max(0, Math.min(n - 1, k)); show(); }

@@ -1,0 +1,88 @@
+"""A correct but slow queue is told it is slow, where and by how much, never that a wakeup
+was lost, and no pitfall is named without its evidence (issue 23.2)."""
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+from tests.selftest.test_stuck import failed, fixture_file, line_of
+from workbook import manifest
+from workbook.run import run_check
+from workbook.stuck.detector import Detector, Watch
+from workbook.stuck.explain import sleep_seconds
+
+
+def test_a_queue_that_sleeps_20_ms_per_call_fails_as_slow_with_its_line_and_no_pitfall():
+    path = fixture_file("p03", "slow_sleep")
+    result = run_check(manifest.get("p03"), path)
+    bad = failed(result)
+    assert bad, "a queue 20 ms per call cannot pass the 4000-step check in 5 s"
+    first = line_of(path, "time.sleep(0.02)  # SLOW")
+    lines = {first, line_of(path, "time.sleep(0.02)  # SLOW", after=first)}
+    for cp in bad:
+        assert cp.pitfall is None, (cp.id, cp.pitfall, cp.message)
+        assert "nobody woke" not in cp.message and "stayed asleep" not in cp.message, \
+            cp.message
+        assert "slow, not stuck: asleep in time.sleep at" in cp.message, cp.message
+        assert "each call there takes ≥ 20 ms" in cp.message, cp.message
+        found = {int(n) for n in re.findall(r"\.py:(\d+): `time\.sleep", cp.message)}
+        assert found and found <= lines, (found, lines, cp.message)
+        assert not cp.stuck, cp.message
+    passed = {cp.id for cp in result.checkpoints if cp.status == "passed"}
+    assert "p03.validation" in passed and "p03.interrupt" in passed
+
+
+def test_the_watch_names_a_thread_asleep_in_time_sleep_and_what_each_call_asks(tmp_path):
+    learner = tmp_path / "slowpoke.py"
+    learner.write_text("import time\n\nPAUSE = 0.03\n\ndef work(stop):\n"
+                       "    while not stop.is_set():\n        time.sleep(PAUSE)\n")
+    namespace: dict = {}
+    exec(compile(learner.read_text(), str(learner), "exec"), namespace)
+    detector = Detector()
+    detector.set_learner_file(str(learner))
+    stop = threading.Event()
+    worker = threading.Thread(target=namespace["work"], args=(stop,), name="slowpoke",
+                              daemon=True)
+    worker.start()
+    try:
+        watch = Watch("the test", time.monotonic() + 60, detector)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and sum(
+                sum(c.values()) for c in watch.sleeps.values()) < 5:
+            watch.step()
+            time.sleep(0.01)
+        said = watch.sleeping()
+    finally:
+        stop.set()
+        worker.join(5)
+    assert len(said) == 1, said
+    assert said[0].startswith("thread 'slowpoke' is slow, not stuck: asleep in time.sleep at")
+    assert "slowpoke.py:7: `time.sleep(PAUSE)`" in said[0], said
+    assert "each call there takes ≥ 30 ms" in said[0], said
+
+
+def test_sleep_seconds_reads_only_numbers_and_plain_names(tmp_path):
+    learner = tmp_path / "s.py"
+    learner.write_text("import time\ndef f(x):\n    time.sleep(x.delay)\n    time.sleep(x)\n")
+    frames = []
+
+    class Box:
+        delay = 0.5
+
+    def trace(frame, event, arg):
+        if event == "line" and frame.f_code.co_filename == str(learner):
+            frames.append((frame.f_lineno, sleep_seconds(frame)))
+        return trace
+
+    namespace: dict = {"__name__": "s"}
+    exec(compile(learner.read_text(), str(learner), "exec"), namespace)
+    namespace["time"] = type("T", (), {"sleep": staticmethod(lambda s: None)})
+    import sys
+    sys.settrace(trace)
+    try:
+        namespace["f"](Box())
+    finally:
+        sys.settrace(None)
+    assert (3, 0.5) in frames  # a class attribute, read statically
+    assert (4, None) in frames  # not a number: nothing said
