@@ -368,6 +368,30 @@ def test_run_sync_returns_the_result_or_raises_the_exception_or_timeout_error(ap
 
 
 @pytest.mark.checkpoint("p04.run_sync")
+def test_run_sync_raises_runtime_error_when_the_loop_stops_before_the_future_is_done(impl):
+    """The loop stopped some other way (here by ``func`` itself, no timeout given) before
+    ``func``'s Future is done: ``RuntimeError``, as tornado 6's "Event loop stopped before
+    Future completed." -- not ``TimeoutError``, since no timeout passed."""
+
+    def main():
+        impl.IOLoop.current().stop()  # this turn is the loop's last
+        return impl.Future()  # ... and nobody will ever finish this one
+
+    try:
+        got = run_on_fresh_loop(impl, main, what="run_sync(stopped early)")
+    except NotImplementedError:  # (a RuntimeError too): a skeleton, reported as such
+        raise
+    except RuntimeError:
+        return
+    except Exception as exc:  # noqa: BLE001 - the wrong error is the finding
+        fail(f"run_sync(func) whose loop was stopped before func's Future was done raised "
+             f"{type(exc).__name__}: {exc}; expected RuntimeError (no timeout was given, so "
+             f"none passed)")
+    fail(f"run_sync(func) whose loop was stopped before func's Future was done returned "
+         f"{got!r}; expected RuntimeError")
+
+
+@pytest.mark.checkpoint("p04.run_sync")
 def test_run_sync_returns_a_plain_function_s_value(impl):
     check(run_on_fresh_loop(impl, lambda: 99, what="run_sync(plain)") == 99,
           "run_sync(plain function) did not return its value (tornado 6 raises BadYieldError "

@@ -212,12 +212,20 @@ class IOLoop:
             self.add_future(got, lambda _: self.stop())
 
         self.add_callback(begin)
-        handle = None if timeout is None else self.call_later(timeout, self.stop)
+        expired: list[bool] = []  # set by the timeout: a stop by anyone else differs
+
+        def expire():
+            expired.append(True)
+            self.stop()
+
+        handle = None if timeout is None else self.call_later(timeout, expire)
         self.start()
         if handle is not None:
             self.remove_timeout(handle)
         if not holder or not holder[0].done():
-            raise TimeoutError(f"run_sync gave up after {timeout} s")
+            if expired:
+                raise TimeoutError(f"run_sync gave up after {timeout} s")
+            raise RuntimeError("run_sync: the loop stopped before the Future was done")
         return holder[0].result()
 
     def close(self):

@@ -260,13 +260,21 @@ class IOLoop:
             self.add_future(got, lambda _: self.stop())
 
         self.add_callback(launch)
-        timer = self.call_later(timeout, self.stop) if timeout is not None else None
+        expired: list[bool] = []  # set by the timeout: a stop by anyone else differs
+
+        def expire():
+            expired.append(True)
+            self.stop()
+
+        timer = self.call_later(timeout, expire) if timeout is not None else None
         self.start()
         if timer is not None:
             self.remove_timeout(timer)
         future = cell.get("future")
         if future is None or not future.done():
-            raise TimeoutError(f"not done after {timeout} s")
+            if expired:
+                raise TimeoutError(f"not done after {timeout} s")
+            raise RuntimeError("run_sync: the loop stopped before the Future was done")
         return future.result()
 
     def close(self):

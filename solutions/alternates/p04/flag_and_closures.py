@@ -218,12 +218,20 @@ class IOLoop:
             self.add_future(out, lambda _: self.stop())
 
         self.add_callback(kick)
-        guard = self.call_later(timeout, self.stop) if timeout is not None else None
+        expired: list[bool] = []  # set by the timeout: a stop by anyone else differs
+
+        def expire():
+            expired.append(True)
+            self.stop()
+
+        guard = self.call_later(timeout, expire) if timeout is not None else None
         self.start()
         if guard is not None:
             self.remove_timeout(guard)
         if not box or not box[0].done():
-            raise TimeoutError("run_sync timed out")
+            if expired:
+                raise TimeoutError("run_sync timed out")
+            raise RuntimeError("run_sync: the loop stopped before the Future was done")
         return box[0].result()
 
     def close(self):

@@ -256,12 +256,20 @@ class IOLoop:
             self.add_future(outcome, lambda _: self.stop())
 
         self.add_callback(begin)
-        handle = self.call_later(timeout, self.stop) if timeout is not None else None
+        expired: list[bool] = []  # set by the timeout: a stop by anyone else differs
+
+        def expire():
+            expired.append(True)
+            self.stop()
+
+        handle = self.call_later(timeout, expire) if timeout is not None else None
         self.start()
         if handle is not None:
             self.remove_timeout(handle)
         if not started or not started[0].done():
-            raise TimeoutError(f"run_sync: not done after {timeout} seconds")
+            if expired:
+                raise TimeoutError(f"run_sync: not done after {timeout} seconds")
+            raise RuntimeError("run_sync: the loop stopped before the Future was done")
         return started[0].result()
 
     def close(self) -> None:

@@ -212,12 +212,20 @@ class IOLoop:
             self.add_future(result, lambda _: self.stop())
 
         self.add_callback(first)
-        deadline = self.call_later(timeout, self.stop) if timeout is not None else None
+        expired: list[bool] = []  # set by the timeout: a stop by anyone else differs
+
+        def expire():
+            expired.append(True)
+            self.stop()
+
+        deadline = self.call_later(timeout, expire) if timeout is not None else None
         self.start()
         if deadline is not None:
             self.remove_timeout(deadline)
         if not out or not out[0].done():
-            raise TimeoutError(f"not finished after {timeout} s")
+            if expired:
+                raise TimeoutError(f"not finished after {timeout} s")
+            raise RuntimeError("run_sync: the loop stopped before the Future was done")
         return out[0].result()
 
     def close(self):

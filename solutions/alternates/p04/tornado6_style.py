@@ -208,13 +208,21 @@ class IOLoop:
             self.add_future(out, lambda f: self.stop())
 
         self.add_callback(go)
-        timer = None if timeout is None else self.call_later(timeout, self.stop)
+        expired: list[bool] = []  # set by the timeout: a stop by anyone else differs
+
+        def expire():
+            expired.append(True)
+            self.stop()
+
+        timer = None if timeout is None else self.call_later(timeout, expire)
         self.start()
         if timer is not None:
             self.remove_timeout(timer)
         future = holder.get("future")
         if future is None or not future.done():
-            raise TimeoutError("timed out")
+            if expired:
+                raise TimeoutError("timed out")
+            raise RuntimeError("run_sync: the loop stopped before the Future was done")
         return future.result()
 
     def close(self):
