@@ -221,3 +221,15 @@ def show(variant: Variant, console) -> None:
         console.print(Markdown(parsed.explanation))
     console.print(Syntax(parsed.diff.rstrip("\n"), "diff", theme="ansi_dark", word_wrap=True,
                          background_color="default"))
+
+
+def alternates(problem: manifest.Problem) -> list[tuple[str, Path]]:
+    """Every correct solution in another style, as (name, file to check): ``NAME.py`` as it
+    is, and ``NAME.diff`` -- the reference with a small change (another selector, say), in
+    the variants' format -- applied like a variant, so it follows the reference too."""
+    found = sorted(problem.alternates_dir.glob("*.py")) + sorted(
+        problem.alternates_dir.glob("*.diff"))
+    return sorted(
+        (path.stem, path if path.suffix == ".py" else
+         materialize(Variant(problem, "alternate", path.stem, path, "", ())))
+        for path in found)

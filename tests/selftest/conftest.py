@@ -26,8 +26,9 @@ def variant_cases(kind: str | None = None):
 
 
 def alternate_cases():
-    return [pytest.param(p, path, id=f"{p.id}-{path.stem}")
-            for p in PROBLEMS for path in sorted(p.alternates_dir.glob("*.py"))]
+    from workbook import variants
+    return [pytest.param(p, path, id=f"{p.id}-{name}")
+            for p in PROBLEMS for name, path in variants.alternates(p)]
 
 
 @lru_cache(maxsize=None)

@@ -912,8 +912,8 @@ def build(root: Path, problems: list[manifest.Problem], *, count: int | None = N
     add("mallory-link", {first.id: {"status": "error", "score": 0,
                                     "reason": ["symbolic link"]}})
     for p in problems:
-        for path in sorted(p.alternates_dir.glob("*.py")):
-            name = f"alt-{p.id}-{path.stem}"
+        for stem, path in variants.alternates(p):
+            name = f"alt-{p.id}-{stem}"
             _write(subs / name, p, self_contained(path))
             add(name, {p.id: _full(p)})
     kinds = [k for k in (hostile if hostile is not None else HOSTILE)
