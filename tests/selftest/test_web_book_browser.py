@@ -11,20 +11,11 @@ import pytest
 
 from tests.selftest import web_fixtures
 from tests.selftest.conftest import cli
-from tests.selftest.test_web_browser import _playwright, CHROMIUM
+from tests.selftest.web_fixtures import browser  # noqa: F401 - a fixture
 from workbook import manifest
 
 NESTED = "pre pre, code pre, code div.highlight, pre div.highlight, div.highlight div.highlight"
 PAGES = [*manifest.problems(), "designs"]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_playwright = _playwright()
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

@@ -13,27 +13,12 @@ from pathlib import Path
 import pytest
 
 from tests.selftest import web_fixtures
+from tests.selftest.web_fixtures import browser  # noqa: F401 - a fixture
 from tests.selftest.conftest import cli
 from workbook import ROOT, manifest, view
 
-CHROMIUM = os.environ.get("WORKBOOK_CHROMIUM", "/usr/bin/chromium")
 SHOTS = ROOT / ".workbook" / "screenshots"
 P01 = manifest.get("p01")
-
-
-def _playwright():
-    reason = None
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        reason = "Playwright is not installed (the 'dev' extra has it)"
-    if reason is None and not Path(CHROMIUM).is_file():
-        reason = f"no Chromium at {CHROMIUM} (apt-get install chromium)"
-    if reason:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true: the browser tests must run, but {reason}")
-        pytest.skip(reason)
-    return sync_playwright
 
 
 @pytest.fixture(scope="module")
@@ -41,15 +26,6 @@ def server(tmp_path_factory):
     s = web_fixtures.start(tmp_path_factory.mktemp("web-browser"))
     yield s
     web_fixtures.stop_proc(s.proc)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_playwright = _playwright()
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

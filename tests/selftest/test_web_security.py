@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 
 from tests.selftest import web_fixtures
-from tests.selftest.test_web_browser import _playwright, CHROMIUM
+from tests.selftest.web_fixtures import browser  # noqa: F401 - a fixture
 
 
 @pytest.fixture(scope="module")
@@ -65,27 +65,20 @@ class _FramingPage(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_another_local_page_cannot_frame_the_workbook(server):
-    sync_playwright = _playwright()
+def test_another_local_page_cannot_frame_the_workbook(server, browser):
     handler = type("Handler", (_FramingPage,), {"target": server.url})
     other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=other.serve_forever, daemon=True).start()
+    page = browser.new_page()
     try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-            try:
-                page = browser.new_page()
-                page.goto(f"http://127.0.0.1:{other.server_address[1]}/", timeout=15000)
-                page.wait_for_load_state("load", timeout=15000)
-                frame = page.frame_locator("#f")
-                # A framed workbook would show its problem cards; a refused frame shows
-                # Chromium's error page (or nothing), never the workbook's content.
-                assert frame.locator("text=OutputSink").count() == 0
-                child = [f for f in page.frames if f is not page.main_frame]
-                assert all("127.0.0.1:" + str(server.port) not in (f.url or "")
-                           or f.url.startswith("chrome-error") for f in child), \
-                    [f.url for f in child]
-            finally:
-                browser.close()
+        page.goto(f"http://127.0.0.1:{other.server_address[1]}/", timeout=15000)
+        page.wait_for_load_state("load", timeout=15000)
+        # A framed workbook would show its problem cards; a refused frame shows Chromium's
+        # error page (or nothing), never the workbook's content.
+        assert page.frame_locator("#f").locator("text=OutputSink").count() == 0
+        child = [f for f in page.frames if f is not page.main_frame]
+        assert all("127.0.0.1:" + str(server.port) not in (f.url or "")
+                   or f.url.startswith("chrome-error") for f in child), [f.url for f in child]
     finally:
+        page.close()
         other.shutdown()

@@ -14,7 +14,37 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from workbook import ROOT, manifest
+
+CHROMIUM = os.environ.get("WORKBOOK_CHROMIUM", "/usr/bin/chromium")
+
+
+def playwright():
+    """Playwright's ``sync_playwright``; a skip when it or Chromium is missing, except under
+    ``CI=true``, where that is a failure."""
+    reason = None
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        reason = "Playwright is not installed (the 'dev' extra has it)"
+    if reason is None and not Path(CHROMIUM).is_file():
+        reason = f"no Chromium at {CHROMIUM} (apt-get install chromium)"
+    if reason:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true: the browser tests must run, but {reason}")
+        pytest.skip(reason)
+    return sync_playwright
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium for the module that imports this fixture."""
+    with playwright()() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
 
 
 @dataclass
