@@ -262,64 +262,6 @@ def test_long_panel_titles_are_cut_at_a_word():
     assert title[:-1] == title[:-1].rstrip() and not title[:-1].endswith(("Cond", "paus"))
 
 
-def test_watch_checks_again_on_each_save_and_ctrl_c_leaves_cleanly(tmp_path):
-    """`pNN --watch`: one check at start, one per save (a file edited twice), exit 0 on
-    Ctrl-C (SIGINT) with no traceback."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import threading
-    import time
-
-    pytest.importorskip("watchfiles")
-    problem = manifest.get("p04")  # the quickest acceptance set
-    target = tmp_path / problem.learner_file.name
-    target.write_text(problem.solution_file.read_text())
-    env = {**os.environ, "COLUMNS": "120",
-           "WORKBOOK_PROGRESS": str(tmp_path / "progress.json")}
-    proc = subprocess.Popen([sys.executable, "-m", "workbook", "p04", "--file", str(target),
-                             "--watch"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
-    reader.start()
-
-    def runs() -> int:
-        return sum(line.startswith("watching ") for line in list(lines))
-
-    def wait_runs(n: int) -> None:
-        deadline = time.monotonic() + 300  # a check on a crowded 2-core box
-        while runs() < n:
-            assert proc.poll() is None, "".join(lines)
-            assert time.monotonic() < deadline, "".join(lines)
-            time.sleep(0.05)  # polling the output for a state, bounded
-
-    try:
-        wait_runs(1)
-        for n in (2, 3):
-            with target.open("a") as f:
-                f.write(f"\n# edit {n}\n")
-            wait_runs(n)
-        proc.send_signal(signal.SIGINT)
-        try:
-            code = proc.wait(90)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            reader.join(5)
-            raise AssertionError("still running 90 s after Ctrl-C:\n" + "".join(lines)) from None
-        assert code == 0, "".join(lines)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    reader.join(5)
-    text = "".join(lines)
-    assert runs() == 3, text
-    assert text.count("core checkpoints") == 3, text
-    assert "Traceback" not in text and "stopped watching" in text
-
-
 def test_a_tests_notes_reach_its_checkpoint():
     """testkit.note goes through the sink the plugin sets (set_note_sink): the P01 timeout
     check notes how long the timed-out get_batch took."""
