@@ -84,9 +84,9 @@ def _exploration(problem: manifest.Problem, args: argparse.Namespace) -> None:
                              f"of a check may run {TEST_TIMEOUT} s)")
         os.environ["WORKBOOK_EXPLORE_SECONDS"] = f"{args.explore:g}"
     if args.replay:
-        from workbook.explore.scenario import parse_token
+        from workbook.explore.tokens import decode
         try:
-            owner, _ = parse_token(args.replay)
+            owner, _ = decode(args.replay)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         if owner != problem.id:

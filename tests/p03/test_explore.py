@@ -13,31 +13,12 @@ shown as a per-thread timeline with a token that replays it.
 """
 from __future__ import annotations
 
-import os
-
 import pytest
 
+from workbook.explore import driver
 from workbook.explore import p03 as explorer
-from workbook.testkit import fail, note
 
 
 @pytest.mark.checkpoint("p03.explore")
 def test_no_explored_schedule_breaks_the_contract(impl):
-    token = os.environ.get("WORKBOOK_EXPLORE_REPLAY", "").strip()
-    if token:
-        outcome = explorer.replay(impl.__file__, token)
-        if outcome.error is not None:
-            raise outcome.error
-        if outcome.problem:
-            fail(outcome.message())
-        note("the replayed scenario ran and broke nothing: " + outcome.scenario.describe())
-        return
-    seconds = float(os.environ.get("WORKBOOK_EXPLORE_SECONDS") or 0) or None
-    report = explorer.explore(impl.__file__, seconds=seconds)
-    if report.found is not None:
-        fail(report.found.message())
-    if report.uncontrolled:
-        note("exploration stopped early: " + report.uncontrolled +
-             " (a primitive outside threading/time, such as a ready-made queue?)")
-    else:
-        note(f"explored {report.runs} scenarios in {report.seconds:.1f} s: none breaks the contract")
+    driver.check(explorer, impl.__file__)

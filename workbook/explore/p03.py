@@ -15,28 +15,22 @@ runs the scenario of a token again.  What a run must satisfy (the P03 contract):
 from __future__ import annotations
 
 import gc
-import importlib.util
 import os
 import sys
-import time
 import weakref
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
-from workbook.explore import prims
+from workbook.explore import driver, prims
+from workbook.explore.driver import Outcome, Report
 from workbook.explore.oracle import Call, Undecided, linearize
-from workbook.explore.scenario import (Scenario, op_label, parse_token, scenarios, systematic,
-                                       timeout_value, token)
-from workbook.explore.sched import HORIZON, Abandon, Event, Scheduler
-from workbook.explore.timeline import render
+from workbook.explore.scenario import Scenario, op_label, scenarios, systematic, timeout_value
+from workbook.explore.sched import HORIZON, Abandon, Scheduler
 
 PROBLEM = "p03"
 #: The default exploration of ``./check.sh p03``: scenarios, and the seed they are drawn with.
 DEFAULT_EXAMPLES = 150
 DEFAULT_SEED = 3
-#: Real seconds spent shrinking a counterexample before the smallest found so far is shown.
-SHRINK_SECONDS = 4.0
 #: Schedule seeds each systematic scenario (``scenario.systematic``) is run with.
 SCHEDULES = 2
 EPS = 1e-6
@@ -84,45 +78,16 @@ FAULT_TYPES: dict[str, type[BaseException]] = {
 
 # ---- loading the learner's file under control ----------------------------------------------------
 
-_LOADED: dict[tuple[str, float], Any] = {}
-
-
 def load(path: str | os.PathLike) -> Any:
     """A private copy of the learner's module whose threading/time names are controlled."""
-    path = str(Path(path).resolve())
-    key = (path, os.stat(path).st_mtime)
-    if key in _LOADED:
-        return _LOADED[key]
-    name = f"_explored_{PROBLEM}_{len(_LOADED)}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules[name] = module
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    module.__dict__["_explore_patched"] = prims.patch(module.__dict__)
-    _LOADED[key] = module
-    return module
+    return driver.load(path, PROBLEM)
+
+
+def _outcome(sc: Scenario, **fields: Any) -> Outcome:
+    return Outcome(sc, PROBLEM, **fields)
 
 
 # ---- one run ----------------------------------------------------------------------------------
-
-@dataclass
-class Outcome:
-    scenario: Scenario
-    problem: str | None = None  # what went wrong, None when the run is explained
-    events: list[Event] = field(default_factory=list)
-    names: list[str] = field(default_factory=list)
-    uncontrolled: str = ""  # why the run could not be controlled, if it could not
-    error: BaseException | None = None  # the constructor (or the harness) raised this
-    undecided: bool = False
-
-    def message(self) -> str:
-        tok = token(PROBLEM, self.scenario)
-        return (f"Exploration found a run that breaks the contract: {self.problem}\n\n"
-                f"Scenario: {self.scenario.describe()}\n\n"
-                f"{render(self.events, self.names)}\n\n"
-                f"Replay this exact run: ./check.sh {PROBLEM} --replay {tok}\n"
-                f"(or: WORKBOOK_EXPLORE_REPLAY={tok} ./check.sh {PROBLEM})")
-
 
 def run(module: Any, sc: Scenario) -> Outcome:
     """Run ``sc`` once against ``module`` (a controlled copy, see ``load``) and judge it."""
@@ -209,7 +174,7 @@ def run(module: Any, sc: Scenario) -> Outcome:
 
     bodies = [("setup", setup)] + [(f"T{n}", thread(ops)) for n, ops in enumerate(sc.threads, 1)]
     info = sched.run(bodies)
-    out = Outcome(sc, events=sched.events, names=[name for name, _ in bodies])
+    out = _outcome(sc, events=sched.events, names=[name for name, _ in bodies])
     if "error" in box:
         out.error = box["error"]
         return out
@@ -420,30 +385,9 @@ def _kept_alive(calls: list[Call]) -> str | None:
     return None
 
 
-# ---- exploring ----------------------------------------------------------------------------------
+# ---- exploring (the driver's hooks) -------------------------------------------------------------
 
-class _Stop(Exception):
-    """The time budget of ``explore(seconds=...)`` is spent."""
-
-
-class _Found(Exception):
-    def __init__(self, outcome: Outcome) -> None:
-        super().__init__(outcome.problem)
-        self.outcome = outcome
-
-
-@dataclass
-class Report:
-    runs: int = 0
-    calls: int = 0
-    seconds: float = 0.0
-    first_after: float | None = None  # seconds to the first counterexample
-    found: Outcome | None = None
-    uncontrolled: str = ""
-    extensions: bool = True
-
-
-def _probe(module: Any, report: Report) -> bool:
+def probe(module: Any, report: Report) -> bool:
     """True when the extensions are implemented; NotImplementedError if the core is not."""
     core = run(module, Scenario(1, [], [[["put", "obj", None, 0], ["len", None, None, 0],
                                          ["take", None, None, 0]]], extensions=False))
@@ -462,75 +406,30 @@ def _probe(module: Any, report: Report) -> bool:
     return True
 
 
+strategy = scenarios
+
+
+def reseed(sc: Scenario, seed: int) -> Scenario:
+    return replace(sc, seed=seed)
+
+
+def from_data(data: dict[str, Any]) -> Scenario:
+    return Scenario(**data)
+
+
 def explore(path: str | os.PathLike, *, examples: int = DEFAULT_EXAMPLES,
             seed: int = DEFAULT_SEED, seconds: float | None = None) -> Report:
     """Draw up to ``examples`` scenarios (or for ``seconds``) from ``seed``; stop at the first
     counterexample and shrink it."""
-    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-    from hypothesis import seed as hseed
-
-    module = load(path)
-    report = Report()
-    started = time.monotonic()
-    report.extensions = _probe(module, report)
-    if report.uncontrolled:
-        report.seconds = time.monotonic() - started
-        return report
-    found: list[Outcome] = []
-
-    @settings(max_examples=max(examples, 1) if seconds is None else 10**9, deadline=None,
-              database=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
-              print_blob=False, verbosity=Verbosity.quiet)
-    @hseed(seed)
-    @given(scenarios(report.extensions))
-    def prop(sc: Scenario) -> None:
-        report.calls += 1
-        if report.uncontrolled or found:
-            return
-        if seconds is not None and time.monotonic() - started > seconds:
-            raise _Stop  # the search budget is spent (generation only: it ends the search)
-        out = run(module, sc)
-        report.runs += 1
-        if out.error is not None:
-            raise out.error
-        if out.uncontrolled:
-            report.uncontrolled = out.uncontrolled
-        elif out.problem:
-            report.first_after = time.monotonic() - started
-            found.append(out)
-            raise _Found(out)
-
-    for sc in systematic(report.extensions):  # first the shapes chance rarely draws
-        for k in range(SCHEDULES):
-            out = run(module, replace(sc, seed=sc.seed + k))
-            report.runs += 1
-            if out.error is not None:
-                raise out.error
-            if out.uncontrolled:
-                report.uncontrolled = out.uncontrolled
-                report.seconds = time.monotonic() - started
-                return report
-            if out.problem:
-                report.first_after = time.monotonic() - started
-                report.found = shrink(module, out, report)
-                report.seconds = time.monotonic() - started
-                return report
-    try:
-        if examples > 0 or seconds:
-            prop()
-    except _Stop:
-        pass
-    except BaseException:  # noqa: BLE001 - _Found, or Hypothesis's note that its replay passed
-        if not found:  # (the replay returns at once once something is found)
-            raise
-    if found:
-        report.found = shrink(module, found[0], report)
-    report.seconds = time.monotonic() - started
-    return report
+    return driver.explore(sys.modules[__name__], path, examples=examples, seed=seed,
+                          seconds=seconds)
 
 
-def _candidates(sc: Scenario):
+def replay(path: str | os.PathLike, text: str) -> Outcome:
+    return driver.replay(sys.modules[__name__], path, text)
+
+
+def candidates(sc: Scenario):
     """Smaller or plainer scenarios than ``sc``, most promising first."""
     def variant(**changes: Any) -> Scenario:
         data = {**sc.__dict__, **changes}
@@ -573,39 +472,3 @@ def _candidates(sc: Scenario):
     for j, spec in enumerate(sc.preload):
         if spec != "obj":
             yield variant(preload=sc.preload[:j] + ["obj"] + sc.preload[j + 1:])
-
-
-def shrink(module: Any, out: Outcome, report: Report, seconds: float = SHRINK_SECONDS,
-           schedules: int = 8) -> Outcome:
-    """The smallest failing scenario reachable from ``out`` by removing threads, calls,
-    items and faults one at a time (each tried under a few schedule seeds), within
-    ``seconds``."""
-    end = time.monotonic() + seconds
-    best = out
-    improved = True
-    while improved and time.monotonic() < end:
-        improved = False
-        for cand in _candidates(best.scenario):
-            if time.monotonic() > end:
-                break
-            for k in range(schedules):
-                trial = cand if k == 0 else Scenario(**{**cand.__dict__, "seed": k - 1})
-                got = run(module, trial)
-                report.runs += 1
-                if got.problem and not got.uncontrolled and got.error is None:
-                    best, improved = got, True
-                    break
-            if improved:
-                break
-    return best
-
-
-def _size(out: Outcome) -> int:
-    return sum(len(ops) for ops in out.scenario.threads) + len(out.scenario.preload)
-
-
-def replay(path: str | os.PathLike, text: str) -> Outcome:
-    problem, sc = parse_token(text)
-    if problem != PROBLEM:
-        raise ValueError(f"this token replays a run of {problem}, not of {PROBLEM}")
-    return run(load(path), sc)

@@ -7,13 +7,12 @@ starts, and every run makes fresh objects.
 """
 from __future__ import annotations
 
-import base64
-import json
-import zlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import strategies as st
+
+from workbook.explore import tokens
 
 #: Items, simplest first (Hypothesis shrinks towards the front of each list): a plain object
 #: (weakly referenceable, so a kept reference can be seen), falsy values, an object equal to
@@ -208,25 +207,16 @@ def _tidy(raw: tuple) -> list[Any]:
 
 # ---- the replay token ---------------------------------------------------------------------------
 
-PREFIX = "x1."
-
-
 def token(problem: str, scenario: Scenario) -> str:
-    data = json.dumps({"p": problem, "s": asdict(scenario)}, separators=(",", ":"))
-    return PREFIX + base64.urlsafe_b64encode(zlib.compress(data.encode(), 9)).decode().rstrip("=")
+    return tokens.encode(problem, scenario)
 
 
 def parse_token(text: str) -> tuple[str, Scenario]:
-    """The problem and the scenario a token carries; ValueError if it is not a token."""
-    text = text.strip()
-    if not text.startswith(PREFIX):
-        raise ValueError("not an exploration replay token (they start with 'x1.')")
-    body = text[len(PREFIX):]
+    """The problem and the P03 scenario a token carries; ValueError if it is not one."""
+    problem, data = tokens.decode(text)
     try:
-        raw = zlib.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-        data = json.loads(raw)
-        return data["p"], Scenario(**data["s"])
-    except (ValueError, TypeError, KeyError, zlib.error) as exc:
+        return problem, Scenario(**data)
+    except TypeError as exc:
         raise ValueError(f"the replay token is damaged ({exc})") from None
 
 

@@ -1,0 +1,227 @@
+"""The problem-independent half of exploration: load a controlled copy of the learner's
+module, draw scenarios (first a problem's systematic shapes, then Hypothesis from a fixed
+seed), stop at the first counterexample, shrink it, replay a token, and the checkpoint's
+test body.
+
+A problem's explorer (``p03`` is the first) is a module with:
+
+- ``PROBLEM`` (its id), ``DEFAULT_EXAMPLES``, ``DEFAULT_SEED``, ``SCHEDULES`` (schedule seeds
+  per systematic scenario);
+- ``run(module, scenario) -> Outcome``: one controlled run, judged;
+- ``probe(module, report) -> bool``: whether the extensions are implemented (raises the
+  learner's ``NotImplementedError`` when the core is not; may set ``report.uncontrolled``);
+- ``strategy(extensions)`` (a Hypothesis strategy of scenarios), ``systematic(extensions)``
+  (a list), ``candidates(scenario)`` (smaller or plainer scenarios, most promising first),
+  ``reseed(scenario, seed)`` and ``from_data(fields)`` (a scenario from a token's fields).
+
+A scenario is a dataclass of plain data with a ``describe()`` sentence.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from workbook.explore import prims, tokens
+from workbook.explore.sched import Event
+from workbook.explore.timeline import render
+
+#: Real seconds spent shrinking a counterexample before the smallest found so far is shown.
+SHRINK_SECONDS = 4.0
+#: Schedule seeds each shrinking candidate is tried with.
+SHRINK_SCHEDULES = 8
+
+_LOADED: dict[tuple[str, str, float], Any] = {}
+
+
+def load(path: str | os.PathLike, problem: str) -> Any:
+    """A private copy of the learner's module whose threading/time names are controlled."""
+    path = str(Path(path).resolve())
+    key = (problem, path, os.stat(path).st_mtime)
+    if key in _LOADED:
+        return _LOADED[key]
+    name = f"_explored_{problem}_{len(_LOADED)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[name] = module
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    module.__dict__["_explore_patched"] = prims.patch(module.__dict__)
+    _LOADED[key] = module
+    return module
+
+
+@dataclass
+class Outcome:
+    """One controlled run of one scenario, judged."""
+    scenario: Any
+    owner: str  # the problem id
+    problem: str | None = None  # what went wrong, None when the run is explained
+    events: list[Event] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    uncontrolled: str = ""  # why the run could not be controlled, if it could not
+    error: BaseException | None = None  # the constructor (or the harness) raised this
+    undecided: bool = False
+
+    def message(self) -> str:
+        tok = tokens.encode(self.owner, self.scenario)
+        return (f"Exploration found a run that breaks the contract: {self.problem}\n\n"
+                f"Scenario: {self.scenario.describe()}\n\n"
+                f"{render(self.events, self.names)}\n\n"
+                f"Replay this exact run: ./check.sh {self.owner} --replay {tok}\n"
+                f"(or: WORKBOOK_EXPLORE_REPLAY={tok} ./check.sh {self.owner})")
+
+
+@dataclass
+class Report:
+    runs: int = 0
+    calls: int = 0
+    seconds: float = 0.0
+    first_after: float | None = None  # seconds to the first counterexample
+    found: Outcome | None = None
+    uncontrolled: str = ""
+    extensions: bool = True
+
+
+class _Stop(Exception):
+    """The time budget of ``explore(seconds=...)`` is spent."""
+
+
+class _Found(Exception):
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(outcome.problem)
+        self.outcome = outcome
+
+
+def explore(problem: ModuleType, path: str | os.PathLike, *, examples: int | None = None,
+            seed: int | None = None, seconds: float | None = None) -> Report:
+    """Run ``problem``'s systematic scenarios, then draw up to ``examples`` more (or for
+    ``seconds``) from ``seed``; stop at the first counterexample and shrink it."""
+    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+    from hypothesis import seed as hseed
+
+    examples = problem.DEFAULT_EXAMPLES if examples is None else examples
+    seed = problem.DEFAULT_SEED if seed is None else seed
+    module = load(path, problem.PROBLEM)
+    report = Report()
+    started = time.monotonic()
+    report.extensions = problem.probe(module, report)
+    if report.uncontrolled:
+        report.seconds = time.monotonic() - started
+        return report
+    found: list[Outcome] = []
+
+    def judged(out: Outcome) -> bool:
+        """Count a run; True when the search ends with it."""
+        report.runs += 1
+        if out.error is not None:
+            raise out.error
+        if out.uncontrolled:
+            report.uncontrolled = out.uncontrolled
+            return True
+        if out.problem:
+            report.first_after = time.monotonic() - started
+            found.append(out)
+            return True
+        return False
+
+    @settings(max_examples=max(examples, 1) if seconds is None else 10**9, deadline=None,
+              database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
+              print_blob=False, verbosity=Verbosity.quiet)
+    @hseed(seed)
+    @given(problem.strategy(report.extensions))
+    def prop(sc: Any) -> None:
+        report.calls += 1
+        if report.uncontrolled or found:
+            return
+        if seconds is not None and time.monotonic() - started > seconds:
+            raise _Stop  # the search budget is spent (generation only: it ends the search)
+        if judged(problem.run(module, sc)) and found:
+            raise _Found(found[0])
+
+    done = False
+    for sc in problem.systematic(report.extensions):  # first the shapes chance rarely draws
+        for k in range(problem.SCHEDULES):
+            done = judged(problem.run(module, problem.reseed(sc, sc.seed + k)))
+            if done:
+                break
+        if done:
+            break
+    if not done and (examples > 0 or seconds):
+        try:
+            prop()
+        except _Stop:
+            pass
+        except BaseException:  # noqa: BLE001 - _Found, or Hypothesis's note that its replay passed
+            if not found:  # (the replay returns at once once something is found)
+                raise
+    if found:
+        report.found = shrink(problem, module, found[0], report)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def shrink(problem: ModuleType, module: Any, out: Outcome, report: Report,
+           seconds: float = SHRINK_SECONDS, schedules: int = SHRINK_SCHEDULES) -> Outcome:
+    """The smallest failing scenario reachable from ``out`` by the problem's candidates (each
+    tried under a few schedule seeds), within ``seconds``."""
+    end = time.monotonic() + seconds
+    best = out
+    improved = True
+    while improved and time.monotonic() < end:
+        improved = False
+        for cand in problem.candidates(best.scenario):
+            if time.monotonic() > end:
+                break
+            for k in range(schedules):
+                trial = cand if k == 0 else problem.reseed(cand, k - 1)
+                got = problem.run(module, trial)
+                report.runs += 1
+                if got.problem and not got.uncontrolled and got.error is None:
+                    best, improved = got, True
+                    break
+            if improved:
+                break
+    return best
+
+
+def replay(problem: ModuleType, path: str | os.PathLike, text: str) -> Outcome:
+    owner, data = tokens.decode(text)
+    if owner != problem.PROBLEM:
+        raise ValueError(f"this token replays a run of {owner}, not of {problem.PROBLEM}")
+    try:
+        sc = problem.from_data(data)
+    except TypeError as exc:
+        raise ValueError(f"the replay token is damaged ({exc})") from None
+    return problem.run(load(path, problem.PROBLEM), sc)
+
+
+def check(problem: ModuleType, path: str | os.PathLike) -> None:
+    """The body of a problem's exploration checkpoint: replay ``WORKBOOK_EXPLORE_REPLAY`` if
+    set, else explore (``WORKBOOK_EXPLORE_SECONDS`` long if set); fail with the shrunk
+    counterexample's timeline and token."""
+    from workbook.testkit import fail, note
+
+    text = os.environ.get("WORKBOOK_EXPLORE_REPLAY", "").strip()
+    if text:
+        outcome = replay(problem, path, text)
+        if outcome.error is not None:
+            raise outcome.error
+        if outcome.problem:
+            fail(outcome.message())
+        note("the replayed scenario ran and broke nothing: " + outcome.scenario.describe())
+        return
+    seconds = float(os.environ.get("WORKBOOK_EXPLORE_SECONDS") or 0) or None
+    report = explore(problem, path, seconds=seconds)
+    if report.found is not None:
+        fail(report.found.message())
+    if report.uncontrolled:
+        note("exploration stopped early: " + report.uncontrolled +
+             " (a primitive outside threading/time, such as a ready-made queue?)")
+    else:
+        note(f"explored {report.runs} scenarios in {report.seconds:.1f} s: none breaks the contract")
