@@ -12,7 +12,9 @@ A problem's explorer (``p03`` is the first) is a module with:
   learner's ``NotImplementedError`` when the core is not; may set ``report.uncontrolled``);
 - ``strategy(extensions)`` (a Hypothesis strategy of scenarios), ``systematic(extensions)``
   (a list), ``candidates(scenario)`` (smaller or plainer scenarios, most promising first),
-  ``reseed(scenario, seed)`` and ``from_data(fields)`` (a scenario from a token's fields).
+  ``reseed(scenario, seed)`` and ``from_data(fields)`` (a scenario from a token's fields);
+- ``load(path)``: its controlled copy of the learner's module (``driver.load`` with the
+  stand-ins it needs: ``prims.patch`` for threading/time, more for sockets or selectors).
 
 A scenario is a dataclass of plain data with a ``describe()`` sentence.
 """
@@ -25,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable
 
 from workbook.explore import prims, tokens
 from workbook.explore.sched import Event
@@ -39,8 +41,10 @@ SHRINK_SCHEDULES = 8
 _LOADED: dict[tuple[str, str, float], Any] = {}
 
 
-def load(path: str | os.PathLike, problem: str) -> Any:
-    """A private copy of the learner's module whose threading/time names are controlled."""
+def load(path: str | os.PathLike, problem: str,
+         patch: Callable[[dict[str, Any]], list[str]] = prims.patch) -> Any:
+    """A private copy of the learner's module whose threading/time names (or whatever else
+    ``patch`` replaces in its namespace) are controlled."""
     path = str(Path(path).resolve())
     key = (problem, path, os.stat(path).st_mtime)
     if key in _LOADED:
@@ -50,7 +54,7 @@ def load(path: str | os.PathLike, problem: str) -> Any:
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     sys.modules[name] = module
     spec.loader.exec_module(module)  # type: ignore[union-attr]
-    module.__dict__["_explore_patched"] = prims.patch(module.__dict__)
+    module.__dict__["_explore_patched"] = patch(module.__dict__)
     _LOADED[key] = module
     return module
 
@@ -106,7 +110,7 @@ def explore(problem: ModuleType, path: str | os.PathLike, *, examples: int | Non
 
     examples = problem.DEFAULT_EXAMPLES if examples is None else examples
     seed = problem.DEFAULT_SEED if seed is None else seed
-    module = load(path, problem.PROBLEM)
+    module = problem.load(path)
     report = Report()
     started = time.monotonic()
     report.extensions = problem.probe(module, report)
@@ -198,7 +202,7 @@ def replay(problem: ModuleType, path: str | os.PathLike, text: str) -> Outcome:
         sc = problem.from_data(data)
     except TypeError as exc:
         raise ValueError(f"the replay token is damaged ({exc})") from None
-    return problem.run(load(path, problem.PROBLEM), sc)
+    return problem.run(problem.load(path), sc)
 
 
 def check(problem: ModuleType, path: str | os.PathLike) -> None:
