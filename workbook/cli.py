@@ -67,6 +67,9 @@ def _check_parser(prog: str) -> argparse.ArgumentParser:
                         help="check again each time the file is saved (Ctrl-C to leave)")
     parser.add_argument("--explore", type=float, metavar="SECONDS",
                         help="let the exploration checkpoint search this long (P03)")
+    parser.add_argument("--pythons", action="store_true",
+                        help="check under every supported Python found (3.10-3.13); a "
+                             "checkpoint passes only if it passes on all of them")
     parser.add_argument("--replay", metavar="TOKEN",
                         help="run the exploration scenario of a failure's replay token")
     return parser
@@ -142,7 +145,15 @@ def cmd_check(problem_id: str, argv: list[str]) -> int:
     if args.watch:
         return cmd_watch(problem, target)
     results = []
-    for i in range(args.repeat):
+    if args.pythons:
+        if args.repeat > 1:
+            raise UsageError("--pythons checks once under each Python; leave out --repeat")
+        from workbook import pythons
+        combined, each = pythons.check(problem, target, _say(args))
+        if not args.json:
+            console.print(render.pythons_view(each))
+        results.append(combined)
+    for i in range(0 if args.pythons else args.repeat):
         if args.repeat > 1 and not args.json:
             console.print(f"run {i + 1}/{args.repeat}…", end="\r")
         live = console.is_terminal and not args.json and args.repeat == 1
@@ -163,6 +174,13 @@ def cmd_check(problem_id: str, argv: list[str]) -> int:
         if advice:
             console.print(advice, style="yellow")
     return 0 if all(r.passed for r in results) else 1
+
+
+def _say(args: argparse.Namespace):
+    """A progress line printer, quiet under --json (stdout is one JSON document)."""
+    if args.json:
+        return lambda text: None
+    return lambda text: console.print(text, style="dim")
 
 
 def live_check(problem: manifest.Problem, target: Path) -> Result:
@@ -300,12 +318,20 @@ def cmd_all(argv: list[str]) -> int:
     parser = _Parser(prog="check.sh all", description="Check every problem.")
     parser.add_argument("--solution", action="store_true")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--pythons", action="store_true",
+                        help="check each under every supported Python found")
     args = parser.parse_args(argv)
     results: dict[str, Result] = {}
     for problem in manifest.problems().values():
         target = problem.solution_file if args.solution else problem.learner_file
         if not target.is_file():
             raise UsageError(f"no such file: {target}")
+        if args.pythons:
+            from workbook import pythons
+            results[problem.id], each = pythons.check(problem, target, _say(args))
+            if not args.json:
+                console.print(render.pythons_view(each))
+            continue
         with console.status(f"checking {problem.id}…"):
             results[problem.id] = run_check(problem, target)
         if not args.solution:

@@ -132,6 +132,20 @@ def repeat_view(results: list[Result], problem: manifest.Problem) -> RenderableT
     return Group(*parts)
 
 
+def pythons_view(runs: dict[str, Result]) -> Table:
+    """One row per interpreter of a ``--pythons`` check."""
+    table = Table(title="One check per Python")
+    for col in ("Python", "checkpoints passed", "failed", "time"):
+        table.add_column(col)
+    for version, r in runs.items():
+        failed = [cp.id for cp in r.checkpoints if cp.status == "failed"]
+        passed = sum(cp.status == "passed" for cp in r.checkpoints)
+        table.add_row(version, f"{passed}/{len(r.checkpoints)}",
+                      Text(", ".join(failed) or "none", style="red" if failed else "green"),
+                      f"{r.seconds:.1f}s")
+    return table
+
+
 def summary_view(results: dict[str, Result]) -> Table:
     table = Table(title="All problems")
     for col in ("problem", "file", "checkpoints", "time", "result"):
