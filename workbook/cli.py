@@ -70,6 +70,8 @@ def _check_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--pythons", action="store_true",
                         help="check under every supported Python found (3.10-3.13); a "
                              "checkpoint passes only if it passes on all of them")
+    parser.add_argument("--seed", type=int, metavar="N",
+                        help="draw the exploration's scenarios from this seed")
     parser.add_argument("--replay", metavar="TOKEN",
                         help="run the exploration scenario of a failure's replay token")
     return parser
@@ -86,6 +88,10 @@ def _exploration(problem: manifest.Problem, args: argparse.Namespace) -> None:
             raise UsageError(f"--explore takes seconds between 0 and {limit:g} (one test "
                              f"of a check may run {TEST_TIMEOUT} s)")
         os.environ["WORKBOOK_EXPLORE_SECONDS"] = f"{args.explore:g}"
+    if args.seed is not None:
+        if args.seed < 0:
+            raise UsageError("--seed takes a whole number of at least 0")
+        os.environ["WORKBOOK_EXPLORE_SEED"] = str(args.seed)
     if args.replay:
         from workbook.explore.tokens import decode
         try:

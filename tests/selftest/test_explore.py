@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from workbook import manifest, variants
-from workbook.explore import p03
+from workbook.explore import driver, p03
 from workbook.explore.oracle import Call, linearize
 from workbook.explore.scenario import Scenario, parse_token, token
 
@@ -62,3 +62,22 @@ def test_a_pitfall_is_found_and_its_token_replays_the_failure():
     assert "--replay x1." in message and "T3" in message
     again = p03.replay(path, token("p03", report.found.scenario))
     assert again.problem == report.found.problem
+
+
+def test_the_seed_of_the_environment_draws_the_scenarios_and_is_named(monkeypatch):
+    seen = {}
+
+    def fake_explore(problem, path, *, seconds=None, seed=None, examples=None):
+        seen["seed"] = seed
+        return driver.Report(runs=3, seconds=0.1)
+
+    notes = []
+    monkeypatch.setattr(driver, "explore", fake_explore)
+    monkeypatch.setattr("workbook.testkit.note", notes.append)
+    monkeypatch.setenv("WORKBOOK_EXPLORE_SEED", "17")
+    monkeypatch.delenv("WORKBOOK_EXPLORE_REPLAY", raising=False)
+    driver.check(p03, REFERENCE)
+    assert seen["seed"] == 17 and "(seed 17)" in notes[0]
+    monkeypatch.delenv("WORKBOOK_EXPLORE_SEED")
+    driver.check(p03, REFERENCE)
+    assert seen["seed"] == p03.DEFAULT_SEED

@@ -207,7 +207,8 @@ def replay(problem: ModuleType, path: str | os.PathLike, text: str) -> Outcome:
 
 def check(problem: ModuleType, path: str | os.PathLike) -> None:
     """The body of a problem's exploration checkpoint: replay ``WORKBOOK_EXPLORE_REPLAY`` if
-    set, else explore (``WORKBOOK_EXPLORE_SECONDS`` long if set); fail with the shrunk
+    set, else explore (``WORKBOOK_EXPLORE_SECONDS`` long if set, from the seed
+    ``WORKBOOK_EXPLORE_SEED`` if set, else the problem's default); fail with the shrunk
     counterexample's timeline and token."""
     from workbook.testkit import fail, note
 
@@ -221,11 +222,13 @@ def check(problem: ModuleType, path: str | os.PathLike) -> None:
         note("the replayed scenario ran and broke nothing: " + outcome.scenario.describe())
         return
     seconds = float(os.environ.get("WORKBOOK_EXPLORE_SECONDS") or 0) or None
-    report = explore(problem, path, seconds=seconds)
+    seed = int(os.environ.get("WORKBOOK_EXPLORE_SEED") or problem.DEFAULT_SEED)
+    report = explore(problem, path, seconds=seconds, seed=seed)
     if report.found is not None:
         fail(report.found.message())
     if report.uncontrolled:
         note("exploration stopped early: " + report.uncontrolled +
              " (a primitive outside threading/time, such as a ready-made queue?)")
     else:
-        note(f"explored {report.runs} scenarios in {report.seconds:.1f} s: none breaks the contract")
+        note(f"explored {report.runs} scenarios in {report.seconds:.1f} s (seed {seed}): none "
+             "breaks the contract")
