@@ -1,22 +1,23 @@
-"""Alternate correct solution: two counting semaphores and a mutex.
+"""Alternate correct solution: a mutex for the state, two semaphores to sleep on.
 
-`_free` counts empty slots, `_ready` counts queued items; the mutex protects the deque,
-the flags and every release of a permit that goes with a change of the deque. A putter
-first claims a slot (may block), then appends under the mutex, then publishes one item; a
-taker mirrors it. Shutdown adds one extra permit to each semaphore, a baton: whoever
-acquires it and finds the queue shut down gives it back before raising ShutDown, which
-wakes the next blocked thread, and so on.
+Every decision is made under the mutex, with the deque in view: that is what makes each
+call take effect at one instant (an earlier version counted free slots in a semaphore, and
+a put that had claimed a slot but not yet appended made ``offer(x, 0)`` see a full queue
+while ``poll(0)`` saw an empty one -- no order of the calls gives both).  The semaphores
+count wake-up signals, not slots or items: a putter that finds the queue full registers
+(``_putters += 1``) and sleeps on ``_space``; a take that frees a slot signals one
+registered putter.  A woken thread decides again under the mutex, so a call that came in
+meanwhile may take the slot first (no fairness is promised), and it sleeps again.
 
-A permit is a promise: a call that holds one has taken effect (the slot or the item is
-its). So shutdown withdraws only the permits nobody holds; a putter that holds a slot's
-permit still succeeds (an immediate shutdown then discards its item), and an immediate
-shutdown keeps the items whose permits takers hold. Otherwise a put that was about to fail
-could make an ``offer(x, 0)`` see a full queue that never held an item.
+A waiter that times out or is interrupted leaves its registration behind; the signal later
+spent on it stays in the semaphore, and the next sleeper takes it, looks again, and goes
+back to sleep: a spare signal costs one look, never a lost wake-up.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from typing import Generic, TypeVar
 
@@ -24,16 +25,23 @@ T = TypeVar("T")
 
 __all__ = ["BoundedBlockingQueue", "ShutDown"]
 
+
 class ShutDown(Exception):
     pass
 
 
-def _withdraw(sem: threading.Semaphore) -> int:
-    """Take every permit of ``sem`` that nobody holds; how many there were."""
-    n = 0
-    while sem.acquire(blocking=False):
-        n += 1
-    return n
+def _sleep(signals: threading.Semaphore, deadline: float | None) -> None:
+    """Wait for one signal, or until ``deadline``.  Leaving with an exception passes on a
+    signal that was meant for this thread (it may have been woken just before)."""
+    try:
+        if deadline is None:
+            signals.acquire()
+        else:
+            signals.acquire(timeout=max(deadline - time.monotonic(), 0.0))
+    except BaseException:
+        if signals.acquire(blocking=False):
+            signals.release()
+        raise
 
 
 class BoundedBlockingQueue(Generic[T]):
@@ -43,16 +51,14 @@ class BoundedBlockingQueue(Generic[T]):
         if capacity <= 0:
             raise ValueError("capacity must be positive")
         self._capacity = capacity
-        # Invariant (before shutdown, whenever the mutex is free):
-        # _free + puts holding a permit == capacity - len(_items), _ready + takes holding
-        # a permit == len(_items).
-        self._free = threading.Semaphore(capacity)  # permits = empty slots
-        self._ready = threading.Semaphore(0)  # permits = queued items
-        self._mutex = threading.Lock()  # guards _items, _shut, _discard and _room
+        self._mutex = threading.Lock()  # guards everything below
         self._items: deque[T] = deque()
         self._shut = False
-        self._discard = False  # an immediate shutdown has happened
-        self._room = 0  # after shutdown: slot permits still held by putters
+        # Registered sleepers; at least as many signals are due as sleepers are registered.
+        self._putters = 0  # signalled (on _space) by a take, or by shutdown
+        self._takers = 0  # signalled (on _ready) by a put, or by shutdown
+        self._space = threading.Semaphore(0)
+        self._ready = threading.Semaphore(0)
 
     @property
     def capacity(self) -> int:
@@ -62,100 +68,75 @@ class BoundedBlockingQueue(Generic[T]):
         with self._mutex:
             return len(self._items)
 
-    def _acquire(self, sem: threading.Semaphore, timeout: float | None) -> bool:
-        try:
-            if timeout is None:
-                return sem.acquire()
-            if timeout <= 0:
-                return sem.acquire(blocking=False)
-            return sem.acquire(timeout=timeout)  # Semaphore keeps a single deadline itself
-        except BaseException:
-            # An interrupt right after a release() woke this thread leaves the permit
-            # unclaimed and the other waiters asleep: take it and give it back, which
-            # wakes one of them (a no-op when there is no permit).
-            if sem.acquire(blocking=False):
-                sem.release()
-            raise
-
-    def _refuse_if_shut(self, *, takes: bool = False) -> None:
-        """A call made after shutdown fails (a take only after an immediate one)."""
-        with self._mutex:
-            if self._discard if takes else self._shut:
-                raise ShutDown
-
-    def _push(self, item: T) -> None:
-        with self._mutex:
-            if self._shut:
-                if not self._room:  # the baton: every slot of before shutdown is spoken for
-                    self._free.release()  # pass it on to the next blocked putter
-                    raise ShutDown
-                self._room -= 1  # a slot claimed before shutdown: this put came first
-                if self._discard:
-                    return  # ... and an immediate shutdown discarded its item
-            self._items.append(item)
+    def _wake_taker(self) -> None:  # the mutex is held
+        if self._takers:
+            self._takers -= 1
             self._ready.release()
 
-    def _pop(self) -> T:
-        with self._mutex:
-            if not self._items:  # only possible after shutdown: we hold the baton
-                self._ready.release()  # pass it on to the next blocked taker
-                raise ShutDown
-            item = self._items.popleft()
-            if not self._shut:  # after shutdown a slot is never offered again
-                self._free.release()
-        return item
+    def _wake_putter(self) -> None:  # the mutex is held
+        if self._putters:
+            self._putters -= 1
+            self._space.release()
 
-    def put(self, item: T) -> None:
+    def _offer(self, item: T, deadline: float | None, blocking: bool) -> bool:
         if item is None:
             raise TypeError("None is not a valid item")
-        self._refuse_if_shut()
-        self._acquire(self._free, None)
-        self._push(item)
-
-    def take(self) -> T:
-        self._refuse_if_shut(takes=True)
-        self._acquire(self._ready, None)
-        return self._pop()
-
-    def offer(self, item: T, timeout: float | None = 0.0) -> bool:
-        if item is None:
-            raise TypeError("None is not a valid item")
-        self._refuse_if_shut()
-        if not self._acquire(self._free, timeout):
-            with self._mutex:  # decide with the deque in view: is a slot free after all?
+        while True:
+            with self._mutex:
                 if self._shut:
                     raise ShutDown
-                if not self._free.acquire(blocking=False):
-                    return False  # every slot is queued or held by a put that will succeed
-        self._push(item)
-        return True
+                if len(self._items) < self._capacity:
+                    self._items.append(item)
+                    self._wake_taker()
+                    return True
+                if not blocking or (deadline is not None and time.monotonic() >= deadline):
+                    return False
+                self._putters += 1
+            _sleep(self._space, deadline)
+
+    def _poll(self, deadline: float | None, blocking: bool) -> T | None:
+        while True:
+            with self._mutex:
+                if self._items:
+                    item = self._items.popleft()
+                    self._wake_putter()
+                    return item
+                if self._shut:
+                    raise ShutDown
+                if not blocking or (deadline is not None and time.monotonic() >= deadline):
+                    return None
+                self._takers += 1
+            _sleep(self._ready, deadline)
+
+    def put(self, item: T) -> None:
+        self._offer(item, None, True)
+
+    def take(self) -> T:
+        return self._poll(None, True)  # type: ignore[return-value]
+
+    @staticmethod
+    def _deadline(timeout: float | None) -> tuple[float | None, bool]:
+        if timeout is None:
+            return None, True
+        if timeout <= 0:
+            return None, False
+        if timeout > threading.TIMEOUT_MAX:
+            raise OverflowError("timeout is too large")
+        return time.monotonic() + timeout, True
+
+    def offer(self, item: T, timeout: float | None = 0.0) -> bool:
+        return self._offer(item, *self._deadline(timeout))
 
     def poll(self, timeout: float | None = 0.0) -> T | None:
-        self._refuse_if_shut(takes=True)
-        if not self._acquire(self._ready, timeout):
-            with self._mutex:
-                if not self._ready.acquire(blocking=False):
-                    if self._shut:
-                        raise ShutDown  # what is left is held by takes that will succeed
-                    return None
-        return self._pop()
+        return self._poll(*self._deadline(timeout))
 
     def shutdown(self, immediate: bool = False) -> None:
         with self._mutex:
-            first = not self._shut
-            if first:
-                self._shut = True
-                self._room = self._capacity - len(self._items) - _withdraw(self._free)
-            if immediate and not self._discard:
-                self._discard = True
-                # Items whose permits takers hold are theirs; the rest go.  After an earlier
-                # shutdown one more permit is about, the baton, held or not.
-                unheld = _withdraw(self._ready)
-                held = len(self._items) + (0 if first else 1) - unheld
-                while len(self._items) > max(held, 0):
-                    self._items.pop()
-                if not first and unheld:
-                    self._ready.release()  # the baton, taken back: blocked takers need it
-        if first:
-            self._free.release()  # the batons
-            self._ready.release()
+            self._shut = True
+            if immediate:
+                self._items.clear()
+            # Every sleeper wakes and sees the new state.
+            while self._putters:
+                self._wake_putter()
+            while self._takers:
+                self._wake_taker()
