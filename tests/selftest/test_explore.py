@@ -81,3 +81,55 @@ def test_the_seed_of_the_environment_draws_the_scenarios_and_is_named(monkeypatc
     monkeypatch.delenv("WORKBOOK_EXPLORE_SEED")
     driver.check(p03, REFERENCE)
     assert seen["seed"] == p03.DEFAULT_SEED
+
+
+def _toy_run(choices):
+    """Two yes/no questions then a pick of three: the decisions it took."""
+    first = choices.random() < 0.5
+    second = choices.random() < 0.5
+    return (first, second, choices.randrange(3))
+
+
+def test_bounded_schedules_cover_each_schedule_within_the_bound_exactly_once():
+    from workbook.explore import bounded
+    for bound, expected in ((0, 3), (1, 9), (2, 12)):
+        runs = list(bounded.schedules(_toy_run, bound, 1000))
+        assert len(runs) == len(set(runs)) == expected
+        assert all(first + second <= bound for first, second, _ in runs)
+    assert len(list(bounded.schedules(_toy_run, 2, 5))) == 5  # the limit holds
+
+
+def test_a_systematic_run_is_carried_by_its_token_and_replays_the_same_schedule():
+    from workbook.explore import bounded
+    module = p03.load(REFERENCE)
+    sc = p03.pairs(True)[-1]
+    outs = list(bounded.schedules(lambda ch: p03.run(module, sc, ch), 1, 30))
+    last = outs[-1]
+    assert last.scenario.script is not None and last.scenario.bound == 1
+    owner, again = parse_token(token("p03", last.scenario))
+    replayed = p03.run(module, again)
+    assert [(e.task, e.text) for e in replayed.events] == [(e.task, e.text) for e in last.events]
+    assert len({tuple((e.task, e.text) for e in o.events) for o in outs}) > 1
+
+
+def test_a_capacity_that_is_not_a_positive_int_must_be_refused_and_an_int_subclass_accepted():
+    from workbook.explore.scenario import BAD_CAPACITIES
+    module = p03.load(REFERENCE)
+    for bad in BAD_CAPACITIES:
+        assert p03.run(module, Scenario(1, [], [], capacity_as=bad)).problem is None
+    sub = Scenario(2, ["obj"], [[["take", None, None, 0]]], capacity_as="subclass")
+    assert p03.run(module, sub).problem is None
+
+
+def test_a_constructor_that_takes_bool_or_refuses_an_int_subclass_is_caught(tmp_path):
+    source = REFERENCE.read_text()
+    check = "isinstance(capacity, bool) or not isinstance(capacity, int)"
+    assert check in source
+    takes_bool = tmp_path / "takes_bool.py"
+    takes_bool.write_text(source.replace(check, "not isinstance(capacity, int)"))
+    exact = tmp_path / "exact_int.py"
+    exact.write_text(source.replace(check, "type(capacity) is not int"))
+    bad = p03.run(p03.load(takes_bool), Scenario(1, [], [], capacity_as="True"))
+    assert "BoundedBlockingQueue(True) was accepted" in bad.problem
+    sub = Scenario(2, ["obj"], [[["take", None, None, 0]]], capacity_as="subclass")
+    assert "an int subclass is an int" in p03.run(p03.load(exact), sub).problem

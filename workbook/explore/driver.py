@@ -13,6 +13,10 @@ A problem's explorer (``p03`` is the first) is a module with:
 - ``strategy(extensions)`` (a Hypothesis strategy of scenarios), ``systematic(extensions)``
   (a list), ``candidates(scenario)`` (smaller or plainer scenarios, most promising first),
   ``reseed(scenario, seed)`` and ``from_data(fields)`` (a scenario from a token's fields);
+- optionally ``pairs(extensions)`` (and ``triples(extensions)``): small scenarios of every
+  pair (triple) of API calls, each run under *every* schedule with at most ``BOUND``
+  preemptions (``bounded``) -- ``run`` then takes the ``choices`` of the schedule as a third
+  argument; triples only when a search budget (``seconds``) is given;
 - ``load(path)``: its controlled copy of the learner's module (``driver.load`` with the
   stand-ins it needs: ``prims.patch`` for threading/time, more for sockets or selectors).
 
@@ -29,7 +33,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from workbook.explore import prims, tokens
+from workbook.explore import bounded, prims, tokens
 from workbook.explore.sched import Event
 from workbook.explore.timeline import render
 
@@ -37,6 +41,10 @@ from workbook.explore.timeline import render
 SHRINK_SECONDS = 4.0
 #: Schedule seeds each shrinking candidate is tried with.
 SHRINK_SCHEDULES = 8
+#: Preemptions per systematic schedule of a pair or triple of calls (CHESS finds most
+#: concurrency bugs within one or two), and the most schedules run per scenario.
+BOUND = 1
+PER_SCENARIO = 400
 
 _LOADED: dict[tuple[str, str, float], Any] = {}
 
@@ -148,6 +156,17 @@ def explore(problem: ModuleType, path: str | os.PathLike, *, examples: int | Non
         if judged(problem.run(module, sc)) and found:
             raise _Found(found[0])
 
+    def bounded_runs(shapes: Any, until: float | None) -> bool:
+        """Every schedule of each scenario within the bound; True when the search ends."""
+        for sc in shapes:
+            for out in bounded.schedules(lambda ch: problem.run(module, sc, ch), BOUND,
+                                         PER_SCENARIO):
+                if judged(out):
+                    return True
+            if until is not None and time.monotonic() > until:
+                return False
+        return False
+
     done = False
     for sc in problem.systematic(report.extensions):  # first the shapes chance rarely draws
         for k in range(problem.SCHEDULES):
@@ -156,6 +175,10 @@ def explore(problem: ModuleType, path: str | os.PathLike, *, examples: int | Non
                 break
         if done:
             break
+    if not done and hasattr(problem, "pairs"):
+        done = bounded_runs(problem.pairs(report.extensions), None)
+    if not done and seconds and hasattr(problem, "triples"):
+        done = bounded_runs(problem.triples(report.extensions), started + seconds / 2)
     if not done and (examples > 0 or seconds):
         try:
             prop()

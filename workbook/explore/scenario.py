@@ -30,6 +30,25 @@ CORE_KINDS = ("put", "take", "put", "take", "len")
 ALL_KINDS = ("put", "take", "offer", "poll", "put", "take", "shutdown", "len")
 
 
+class Size(int):
+    """An int subclass (as an ``IntEnum`` member is one): a valid capacity."""
+
+    def __repr__(self) -> str:
+        return f"Size({int(self)})"
+
+
+#: Capacities that are not an int > 0 (``bool`` is not accepted): refused with TypeError or
+#: ValueError, by the spec's first sentence.
+BAD_CAPACITIES: dict[str, Any] = {"True": True, "0": 0, "-1": -1, "1.0": 1.0, "None": None,
+                                  "'2'": "2"}
+
+
+def capacity_value(sc: "Scenario") -> Any:
+    if sc.capacity_as in BAD_CAPACITIES:
+        return BAD_CAPACITIES[sc.capacity_as]
+    return Size(sc.capacity) if sc.capacity_as == "subclass" else sc.capacity
+
+
 @dataclass
 class Scenario:
     capacity: int
@@ -44,10 +63,21 @@ class Scenario:
     seed: int = 0
     extensions: bool = True
     version: int = 1
+    # A systematic run (``bounded``): its decisions, and the preemption bound they obey;
+    # None for a run whose decisions come from ``seed``.
+    script: list[int] | None = None
+    bound: int = 0
+    # how the capacity is passed: "int", "subclass" (an int subclass: valid), or one of
+    # BAD_CAPACITIES (the constructor must refuse it)
+    capacity_as: str = "int"
 
     def describe(self) -> str:
+        if self.capacity_as in BAD_CAPACITIES:
+            return f"BoundedBlockingQueue({self.capacity_as})"
         pre = ", ".join(self.preload) or "nothing"
-        parts = [f"capacity {self.capacity}, preloaded with {pre}"]
+        size = (f"{Size(self.capacity)!r} (an int subclass)" if self.capacity_as == "subclass"
+                else str(self.capacity))
+        parts = [f"capacity {size}, preloaded with {pre}"]
         for n, ops in enumerate(self.threads, 1):
             parts.append(f"T{n}: " + "; ".join(op_label(op) for op in ops))
         extra = []
@@ -60,6 +90,8 @@ class Scenario:
             extra.append(f"preemption {self.preempt:g}")
         if self.lines:
             extra.append("line-level preemption")
+        if self.script is not None:
+            extra.append(f"a systematic schedule, {self.bound} preemption(s) allowed")
         if self.jump:
             extra.append(f"the wall clock jumps {self.jump:+g} s once time moves")
         return "; ".join(parts) + (" (" + ", ".join(extra) + ")" if extra else "")
@@ -121,7 +153,10 @@ def systematic(extensions: bool = True) -> list[Scenario]:
     while waiting and one just after a wake-up; and a wall clock that jumps during a timed
     wait.  There a wake-up goes to the wrong thread, is lost with an interrupted or
     timed-out waiter, or a shutdown is half done."""
-    out = []
+    # every kind of capacity: each refused value, and an int subclass that must work
+    out = [Scenario(1, [], [], capacity_as=bad, extensions=extensions) for bad in BAD_CAPACITIES]
+    out.append(Scenario(2, ["obj"], [[["put", "obj", None, 0]], [["take", None, None, 0]]],
+                        capacity_as="subclass", extensions=extensions))
     for cap in (1, 2):
         for side in ("empty", "full"):
             if side == "empty":
@@ -181,6 +216,39 @@ def systematic(extensions: bool = True) -> list[Scenario]:
                     out.append(Scenario(cap, list(preload), [[list(timed)], [dict_op(other, 2.0)]],
                                         jump=jump, extensions=extensions))
     return out
+
+
+#: The calls of the pairs and triples, by short name; the plainest arguments (edge values
+#: are Hypothesis's part): what varies here is only who runs when.
+CALLS = {"put": ["put", "obj", None, 0], "take": ["take", None, None, 0],
+         "len": ["len", None, None, 0], "offer": ["offer", "obj", 0, 0],
+         "poll": ["poll", None, 0, 0], "shutdown": ["shutdown", False, None, 0],
+         "shutdown_now": ["shutdown", True, None, 0]}
+CORE_CALLS = ("put", "take", "len")
+#: The queue a pair starts from: empty, full, and neither (capacity, preload).
+STARTS = ((1, []), (1, ["obj"]), (2, ["obj"]))
+
+
+def _calls(extensions: bool) -> list[str]:
+    return list(CALLS) if extensions else list(CORE_CALLS)
+
+
+def pairs(extensions: bool = True) -> list[Scenario]:
+    """Every ordered pair of calls (a; b), one per thread, from each start; the second
+    thread then looks (``poll(0)``, or ``len`` for the core), so that a state left half
+    changed is seen.  Run under every schedule with a bounded number of preemptions."""
+    look = CALLS["poll" if extensions else "len"]
+    return [Scenario(cap, list(pre), [[list(CALLS[a])], [list(CALLS[b]), list(look)]],
+                     preempt=1.0, extensions=extensions)
+            for cap, pre in STARTS for a in _calls(extensions) for b in _calls(extensions)]
+
+
+def triples(extensions: bool = True) -> list[Scenario]:
+    """Every triple of calls, one per thread, from each start (the longer search)."""
+    names = _calls(extensions)
+    return [Scenario(cap, list(pre), [[list(CALLS[a])], [list(CALLS[b])], [list(CALLS[c])]],
+                     preempt=1.0, extensions=extensions)
+            for cap, pre in STARTS for a in names for b in names for c in names]
 
 
 def dict_op(op: list[Any], delay: float) -> list[Any]:

@@ -122,8 +122,12 @@ class Scheduler:
                  faults: list[Callable[[], BaseException]] | None = None,
                  spurious: int = 0, fault_chance: float = 0.35, late: bool = False,
                  jump: float = 0.0,
-                 learner_files: frozenset[str] = frozenset()) -> None:
-        self.rng = random.Random(seed)
+                 learner_files: frozenset[str] = frozenset(),
+                 choices: Any = None) -> None:
+        # Every decision of a run: a seeded Random, or a ``bounded.Choices`` that takes
+        # them from a script (systematic exploration); both offer random() and randrange().
+        self.rng = choices if choices is not None else random.Random(seed)
+        self._seeded = choices is None
         self.preempt = preempt
         self.line_preempt = line_preempt
         self.faults = list(faults or [])
@@ -221,9 +225,15 @@ class Scheduler:
         if task is None:
             return
         self._count(task)
-        if self.preempt and self.rng.random() < self.preempt:
+        if self.preempt and self._may_switch(task) and self.rng.random() < self.preempt:
             task.state = READY
             self._switch(task)
+
+    def _may_switch(self, task: Task) -> bool:
+        """Whether a preemption here could change anything.  Always asked of a seeded run
+        (its stream of random numbers stays as it was); a scripted one branches only where
+        another thread is ready to run, so its runs are not spent on no-op switches."""
+        return self._seeded or any(t.state == READY and t is not task for t in self.tasks)
 
     def _trace(self, frame, event, arg):
         if event == "call" and frame.f_code.co_filename in self.learner_files:
@@ -235,7 +245,7 @@ class Scheduler:
             task = self.task()
             if task is not None:
                 self._count(task)
-                if self.rng.random() < self.line_preempt:
+                if self._may_switch(task) and self.rng.random() < self.line_preempt:
                     task.state = READY
                     self._switch(task)
         return self._trace_line
