@@ -107,8 +107,9 @@ def combine(problem: manifest.Problem, runs: dict[str, Result]) -> Result:
     versions = list(runs)
     first = runs[versions[0]]
     checkpoints: list[CheckpointResult] = []
-    for i, cp in enumerate(first.checkpoints):
-        each = {v: runs[v].checkpoints[i] for v in versions}
+    by_id = {v: {c.id: c for c in runs[v].checkpoints} for v in versions}
+    for cp in first.checkpoints:
+        each = {v: by_id[v][cp.id] for v in versions}  # every run lists every checkpoint
         failed = [v for v, c in each.items() if c.status == "failed"]
         worst = each[failed[0]] if failed else cp
         merged = replace(worst, seconds=max(c.seconds for c in each.values()),

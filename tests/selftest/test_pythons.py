@@ -3,6 +3,7 @@ failure on one version says which."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -75,7 +76,7 @@ def test_a_check_under_the_running_python_alone_reports_it(tmp_path):
     here = f"{sys.version_info[0]}.{sys.version_info[1]}"
     out = subprocess.run([sys.executable, "-m", "workbook", "p03", "--solution", "--pythons",
                           "--json"], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                         env={**__import__("os").environ, "WORKBOOK_PYTHONS": here})
+                         env={**os.environ, "WORKBOOK_PYTHONS": here})
     doc = json.loads(out.stdout)
     assert out.returncode == 0 and doc["passed"]
     assert all(f"passed on Python {here}" in cp["notes"] for cp in doc["checkpoints"]
