@@ -183,7 +183,8 @@ def _explain(calls: list[Call], cap: int) -> str:
                                     else type(c.outcome[1]).__name__)
         for c in calls if c.task)
     if stuck:
-        who = ", ".join(f"T{c.task}'s {c.label}" for c in stuck)
+        who = ", ".join((f"T{c.task}'s" if c.task else "the setup's") + f" {c.label}"
+                        for c in stuck)
         return (f"no order of these calls on a bounded queue of capacity {cap} ends with "
                 f"{who} still waiting: a thread sleeps that could go on, or the results "
                 f"are wrong ({results})")

@@ -38,13 +38,19 @@ def render(events: Sequence[Event], names: Sequence[str], total: int = TOTAL) ->
     cols = list(names[1:])
     width = max(14, (total - 13) // max(len(cols), 1) - 3)
     lines = []
+    shown = {}
     if setup:
+        told = [e for e in setup if e.kind in ("call", "return")]
+        if setup[-1].kind not in ("call", "return"):
+            told.append(setup[-1])  # where the setup stopped: it never returned
+        for event in told:
+            if event.line is not None:
+                shown[event.line] = event.source
         lines.append("setup (alone, before the threads start): "
-                     + "; ".join(e.text for e in setup if e.kind in ("call", "return")))
+                     + "; ".join(_cell(e) for e in told))
         lines.append("")
     lines.append(f"{'step':>4}  {'time':>5}  " + " | ".join(f"{h:<{width}}" for h in cols))
     lines.append("-" * min(len(lines[-1]), total))
-    shown = {}
     for n, event in enumerate(rest, 1):
         cells = [""] * len(cols)
         k = event.task - 1
