@@ -543,6 +543,30 @@ def test_a_changed_submission_is_graded_again_on_resume(tmp_path):
     assert json.loads(state.read_text())["rows"]["a"]["total"] == 100
 
 
+def test_a_grade_records_the_exploration_seed_and_another_seed_grades_again(tmp_path):
+    """Graded runs explore from a seed the gradebook keeps, so ``./check.sh p03 FILE --seed
+    N`` reproduces a grade; the run itself explored from that seed (its note says so)."""
+    p03 = manifest.get("p03")
+    subs = tmp_path / "subs"
+    (subs / "a").mkdir(parents=True)
+    (subs / "a" / p03.learner_file.name).write_text(p03.solution_file.read_text())
+    state = tmp_path / "g.json"
+    args = (str(subs), "--problem", "p03", "--format", "json", "--out", str(state))
+
+    def graded() -> dict:
+        return json.loads(state.read_text())["rows"]["a"]["problems"]["p03"]
+
+    assert _grade(*args, "--seed", "5").returncode == 0
+    entry = graded()
+    explored = next(cp for cp in entry["checkpoints"] if cp["id"] == "p03.explore")
+    assert entry["explore_seed"] == 5 and entry["status"] == "ok", entry
+    assert any("(seed 5)" in note for note in explored["notes"]), explored
+    out = _grade(*args)  # the default seed is another grading, not "already graded"
+    assert "0 already graded" in _flat(out.stdout), out.stdout
+    from workbook.explore import p03 as explorer
+    assert graded()["explore_seed"] == explorer.DEFAULT_SEED
+
+
 # -- Gradescope -----------------------------------------------------------------------------
 
 TEST_KEYS = {"name", "number", "score", "max_score", "status", "output", "visibility"}

@@ -21,7 +21,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 UNSEEN = Path(measure.__file__).resolve().parent
-PROBLEMS = sorted(p.name for p in UNSEEN.iterdir() if p.is_dir() and p.name.startswith("p"))
+PROBLEMS = measure.problem_ids()
 FIELDS = ("name", "breaks", "class", "scenario", "checkpoint", "accepted")
 
 
@@ -54,16 +54,35 @@ def test_the_diff_applies_to_the_current_reference_and_compiles(entry):
 @pytest.mark.parametrize("problem", PROBLEMS)
 def test_the_index_and_the_diffs_agree(problem):
     data = _index(problem)
-    listed = [v["name"] for v in data["variants"]]
+    listed = [v["name"] for v in data.get("variants", [])]
     on_disk = sorted(p.stem for p in (UNSEEN / problem).glob("*.diff"))
     assert sorted(listed) == on_disk and len(set(listed)) == len(listed)
     checkpoints = {cp.id for cp in manifest.get(problem).checkpoints}
-    for v in data["variants"]:
+    for v in data.get("variants", []):
         missing = [k for k in FIELDS if not str(v.get(k, "")).strip()]
         assert not missing, f"{problem} {v['name']} lacks {missing}"
         assert v["checkpoint"] in checkpoints, f"{problem} {v['name']}: {v['checkpoint']}"
     for d in data.get("discarded", []):  # rejected today, so not kept: not on disk either
         assert d["name"] not in on_disk and d["caught_by"].strip()
+    for w in data.get("withdrawn", []):  # not wrong after all: gone, with the reason
+        assert w["name"] not in on_disk and w["why"].strip()
+
+
+@pytest.mark.parametrize("problem", PROBLEMS)
+def test_a_promoted_variant_is_a_manifest_wrong_variant_that_fails_its_checkpoint(problem):
+    """Promoted once a checker rejected it every run: its diff moved to solutions/wrong/
+    and the manifest declares what it fails, the checkpoint whose subject it is included
+    or the exploration that caught it."""
+    data = _index(problem)
+    wrong = {v.name: v for v in manifest.get(problem).wrongs}
+    on_disk = {p.stem for p in (UNSEEN / problem).glob("*.diff")}
+    for v in data.get("promoted", []):
+        missing = [k for k in FIELDS if not str(v.get(k, "")).strip()]
+        assert not missing, f"{problem} {v['name']} lacks {missing}"
+        assert v["name"] in wrong, f"{problem} {v['name']} is not a manifest wrong variant"
+        assert v["name"] not in on_disk, f"{problem} {v['name']} is in the corpus twice"
+        fails = wrong[v["name"]].fails
+        assert v["checkpoint"] in fails or f"{problem}.explore" in fails, (v["name"], fails)
 
 
 @pytest.mark.parametrize("problem", PROBLEMS)

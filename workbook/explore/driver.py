@@ -49,6 +49,19 @@ PER_SCENARIO = 400
 _LOADED: dict[tuple[str, str, float], Any] = {}
 
 
+def seed_for(problem_id: str, seed: int | None = None) -> int | None:
+    """The seed a check of ``problem_id`` explores from: ``seed`` if given, else
+    ``WORKBOOK_EXPLORE_SEED``, else the problem explorer's default; None when the problem has
+    no explorer (its check explores nothing, so no seed decides it)."""
+    try:
+        problem = importlib.import_module(f"workbook.explore.{problem_id}")
+    except ModuleNotFoundError:
+        return None
+    if seed is not None:
+        return seed
+    return int(os.environ.get("WORKBOOK_EXPLORE_SEED") or problem.DEFAULT_SEED)
+
+
 def load(path: str | os.PathLike, problem: str,
          patch: Callable[[dict[str, Any]], list[str]] = prims.patch) -> Any:
     """A private copy of the learner's module whose threading/time names (or whatever else
@@ -245,7 +258,7 @@ def check(problem: ModuleType, path: str | os.PathLike) -> None:
         note("the replayed scenario ran and broke nothing: " + outcome.scenario.describe())
         return
     seconds = float(os.environ.get("WORKBOOK_EXPLORE_SECONDS") or 0) or None
-    seed = int(os.environ.get("WORKBOOK_EXPLORE_SEED") or problem.DEFAULT_SEED)
+    seed = seed_for(problem.PROBLEM)
     report = explore(problem, path, seconds=seconds, seed=seed)
     if report.found is not None:
         fail(report.found.message())

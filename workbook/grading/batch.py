@@ -32,6 +32,7 @@ from workbook.errors import UsageError
 from workbook.grading import exports
 from workbook.grading.discovery import Submission, discover
 from workbook.grading.gradebook import Entry, Gradebook, atomic_write
+from workbook.explore.driver import seed_for
 from workbook.grading.judging import GradeError, grade_pair, trusted_collection
 from workbook.grading.sandbox import runner
 
@@ -78,6 +79,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="skip pairs already in the gradebook (the default)")
     resume.add_argument("--fresh", dest="fresh", action="store_true",
                         help="grade everything again")
+    parser.add_argument("--seed", type=int, metavar="N",
+                        help="the seed every exploration checkpoint draws its scenarios from "
+                             "(default: each problem's own); recorded in the gradebook")
     parser.add_argument("--time-limit", type=float, metavar="S",
                         help="wall-clock limit of one run (default: each manifest's)")
     parser.add_argument("--excel", action="store_true",
@@ -168,7 +172,8 @@ def _grade(args, stack: contextlib.ExitStack) -> int:
             "harness": {pid: h.fingerprint for pid, h in harness.items()},
             "sandbox_uids": claim.uids})
         book.keep_only({s.name for s in submissions})  # rows of vanished submissions go
-        plan = _plan(submissions, problems, book, limits, harness, fresh=args.fresh)
+        plan = _plan(submissions, problems, book, limits, harness, fresh=args.fresh,
+                     seed=args.seed)
         interrupted = _run_plan(plan, book, limits, harness, iso, claim.uids, args)
     exports.export(book, fmt, out, single=args.single, excel=args.excel,
                    messages=args.messages, visibility=args.visibility)
@@ -219,7 +224,8 @@ def _only_writer(state: Path):
         yield
 
 
-def _plan(submissions, problems, book: Gradebook, limits, harness, fresh: bool = False) -> Plan:
+def _plan(submissions, problems, book: Gradebook, limits, harness, fresh: bool = False,
+          seed: int | None = None) -> Plan:
     """Every pair into the gradebook: finished ones kept, instant ones (not submitted,
     refused) recorded, the rest ``pending`` and queued.  ``fresh``: every pair is queued
     again, but a finished result stays in the gradebook until its pair is redone (an
@@ -227,7 +233,8 @@ def _plan(submissions, problems, book: Gradebook, limits, harness, fresh: bool =
     plan = Plan()
     for sub in submissions:
         for p in problems:
-            fp = f"{sub.fingerprint(p.id)}:{harness[p.id].fingerprint}:{limits[p.id].wall:g}"
+            fp = (f"{sub.fingerprint(p.id)}:{harness[p.id].fingerprint}:{limits[p.id].wall:g}"
+                  f":{seed_for(p.id, seed)}")  # another seed is another grading
             if fresh and p.id in sub.files and p.id not in sub.refused \
                     and book.finished(sub.name, p.id, fp):
                 plan.todo.append((sub, p, fp))  # redone; the old result shows until then
@@ -268,7 +275,8 @@ def _run_plan(plan: Plan, book: Gradebook, limits, harness, iso: str, uids: list
         if stopping.is_set():
             return None
         progress.update(task, description=f"{shown(sub.name)} · {p.id}")
-        return grade_pair(p, sub, trusted[p.id], harness[p.id], limits[p.id], iso, slot.uid)
+        return grade_pair(p, sub, trusted[p.id], harness[p.id], limits[p.id], iso, slot.uid,
+                          explore_seed=seed_for(p.id, args.seed))
 
     pool = ThreadPoolExecutor(max_workers=args.jobs, thread_name_prefix="grade",
                               initializer=lambda: setattr(slot, "uid", slots.pop()))

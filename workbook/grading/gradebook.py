@@ -44,6 +44,9 @@ class Entry:
     fingerprint: str | None = None
     graded_at: str | None = None
     points: dict[str, int] = field(default_factory=dict)  # checkpoint id -> points earned
+    #: The seed the exploration checkpoint drew its scenarios from: ``./check.sh pNN FILE
+    #: --seed N`` replays this grade's exploration (None: the problem explores nothing).
+    explore_seed: int | None = None
 
     @property
     def reason(self) -> str | None:

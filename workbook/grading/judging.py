@@ -163,7 +163,7 @@ def judge(problem: manifest.Problem, outcome: runner.Outcome,
 
 def grade_pair(problem: manifest.Problem, sub: Submission, trusted: list[tuple[str, str]],
                harness: runner.Harness, limits: runner.Limits, iso: str,
-               uid: int | None) -> Entry:
+               uid: int | None, explore_seed: int | None = None) -> Entry:
     """Stage, run and judge one submission's file for ``problem``.  Raises only for the
     grader's own failures (``runner.run`` never raises for what learner code does)."""
     path = sub.files[problem.id]
@@ -172,11 +172,13 @@ def grade_pair(problem: manifest.Problem, sub: Submission, trusted: list[tuple[s
         else str(Path(sub.name) / path.relative_to(sub.path))
     helpers = sub.helpers(problem.id)
     with runner.Stage(harness, problem.module, source, uid, helpers=helpers) as stage:
-        outcome = runner.run(stage, pytest_command(problem, stage), limits, iso=iso, uid=uid)
+        outcome = runner.run(stage, pytest_command(problem, stage), limits, iso=iso, uid=uid,
+                             explore_seed=explore_seed)
         if outcome.sandbox_error:
             raise GradeError(f"the sandbox failed: {outcome.sandbox_error}")
         entry = judge(problem, outcome, trusted, limits, display, stage.dir, stage.target)
     entry.file, entry.sha256 = display, hashlib.sha256(source).hexdigest()
+    entry.explore_seed = explore_seed
     folder = Path(display).parent
     entry.files = {display: entry.sha256, **{
         str(folder / rel): hashlib.sha256(data).hexdigest() for rel, data in helpers.items()}}

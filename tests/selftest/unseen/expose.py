@@ -60,8 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("problems", nargs="*")
     ap.add_argument("--only", nargs="+", metavar="NAME")
     args = ap.parse_args(argv)
-    problems = args.problems or sorted(p.name for p in HERE.iterdir()
-                                       if p.is_dir() and p.name.startswith("p"))
+    problems = args.problems or measure.problem_ids()
     sys.path.insert(0, str(HERE))
     failures = 0
     for p in problems:

@@ -7,7 +7,6 @@ spurious-wakeup test does: a stand-in for a scheduler that would reach the same 
 """
 from __future__ import annotations
 
-import enum
 import gc
 import sys
 import threading
@@ -158,20 +157,6 @@ def none_checked_with_eq(mod):
     except (TypeError, ValueError) as exc:
         raise AssertionError(f"put(mock.ANY) was refused: {exc!r}") from None
     expect(q.take() is unittest.mock.ANY, "the item came back changed")
-
-
-class _Size(enum.IntEnum):
-    SMALL = 2
-
-
-def capacity_int_subclass_rejected(mod):
-    try:
-        q = mod.BoundedBlockingQueue(_Size.SMALL)
-    except (TypeError, ValueError) as exc:
-        raise AssertionError(f"an IntEnum capacity (an int) was refused: {exc!r}") from None
-    q.put(1)
-    q.put(2)
-    expect(q.offer(3) is False, "an IntEnum capacity of 2 held more than 2 items")
 
 
 def immediate_discard_after_unlock(mod):

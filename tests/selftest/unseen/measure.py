@@ -53,17 +53,34 @@ class Outcome:
     error: str | None = None  # the diff does not apply, or the check could not run
 
 
+#: Where a promoted variant's diff lives: it became a manifest wrong variant.
+WRONG = HERE.parents[2] / "solutions" / "wrong"
+
+
+def problem_ids() -> list[str]:
+    """Every problem with a corpus index (its folder may be empty once all are promoted)."""
+    return sorted(p.stem for p in HERE.glob("p*.toml"))
+
+
 def corpus(problem: str) -> list[Entry]:
-    """The problem's variants: those its toml lists, in order, then any unlisted diff."""
+    """The problem's variants: those its toml lists, in order, then any unlisted diff, then
+    the promoted ones (``[[promoted]]``: once a checker rejected them every run, they moved
+    to ``solutions/wrong/pNN/`` as manifest wrong variants; they stay in the corpus, so a
+    measurement keeps counting every mistake written before the checker that caught it)."""
     listed: dict[str, str] = {}
+    promoted: dict[str, str] = {}
     index = HERE / f"{problem}.toml"
     if index.is_file():
         with index.open("rb") as f:
-            for v in tomllib.load(f).get("variants", []):
-                listed[v["name"]] = v.get("breaks", "")
+            data = tomllib.load(f)
+        for v in data.get("variants", []):
+            listed[v["name"]] = v.get("breaks", "")
+        for v in data.get("promoted", []):
+            promoted[v["name"]] = v.get("breaks", "")
     names = list(listed) + sorted(p.stem for p in (HERE / problem).glob("*.diff")
                                   if p.stem not in listed)
-    return [Entry(problem, n, listed.get(n, ""), HERE / problem / f"{n}.diff") for n in names]
+    return ([Entry(problem, n, listed.get(n, ""), HERE / problem / f"{n}.diff") for n in names]
+            + [Entry(problem, n, b, WRONG / problem / f"{n}.diff") for n, b in promoted.items()])
 
 
 def as_variant(entry: Entry) -> variants.Variant:
@@ -104,10 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="+", metavar="NAME", help="only these variants")
     ap.add_argument("--json", action="store_true", help="one JSON document instead of a table")
     args = ap.parse_args(argv)
-    problems = args.problems or sorted(p.name for p in HERE.iterdir()
-                                       if p.is_dir() and p.name.startswith("p"))
+    problems = args.problems or problem_ids()
     for p in problems:
-        if not (HERE / p).is_dir():
+        if not (HERE / f"{p}.toml").is_file():
             ap.error(f"no corpus for {p!r} under {HERE}")
     entries = [e for p in problems for e in corpus(p)
                if not args.only or e.name in args.only]

@@ -563,10 +563,12 @@ _LIVE_LOCK = threading.Lock()
 _STOPPING = threading.Event()  # kill_all() was called: a run that starts after it dies at once
 
 
-def run(stage: Stage, argv: list[str], limits: Limits, *, iso: str, uid: int | None) -> Outcome:
+def run(stage: Stage, argv: list[str], limits: Limits, *, iso: str, uid: int | None,
+        explore_seed: int | None = None) -> Outcome:
     """Run ``argv`` (pytest, or the probe) on ``stage`` inside the sandbox (``iso``: what
     ``detect`` found), as ``uid`` (claimed with ``UidClaim``; None when not root); never
-    raises for anything the learner code does."""
+    raises for anything the learner code does.  ``explore_seed``: the seed the exploration
+    checkpoint draws its scenarios from (recorded in the gradebook)."""
     started = time.monotonic()
     key = secrets.token_bytes(32)
     token = secrets.token_hex(12)  # marks every process of this run (found by sweep)
@@ -586,6 +588,8 @@ def run(stage: Stage, argv: list[str], limits: Limits, *, iso: str, uid: int | N
            "WORKBOOK_SANDBOX_RUN": token}
     if "WORKBOOK_BOUND" in os.environ:  # the acceptance sets' own knob
         env["WORKBOOK_BOUND"] = os.environ["WORKBOOK_BOUND"]
+    if explore_seed is not None:
+        env["WORKBOOK_EXPLORE_SEED"] = str(explore_seed)
     sweep(uid)  # a grader killed earlier may have left this uid busy
     group = RunGroup(f"{STAGE_PREFIX}{os.getpid()}-{token}", limits) if iso != "none" \
         else None
