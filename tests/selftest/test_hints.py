@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.selftest.conftest import PROBLEMS
-from workbook import ROOT, manifest
+from workbook import ROOT, book_sections, manifest
 
 #: ``p03.interrupt``; not ``p01.md`` or ``p04.toml`` (files), not part of a longer word.
 CHECKPOINT = re.compile(r"(?<![\w/.])(p0\d)\.([a-z][a-z0-9_]*)\b(?!\.)")
@@ -40,16 +40,36 @@ def test_the_scanners_find_what_they_should():
                                     ("wrong", "interrupt_loses_wakeup")}
 
 
+def unknown_checkpoints(text: str) -> list[str]:
+    """The checkpoint ids ``text`` (a hint or a chapter) names that no manifest declares.
+    Another problem's existing id is fine: the chapters compare designs."""
+    everyone = {cp.id for p in PROBLEMS for cp in p.checkpoints}
+    return sorted(cp for cp in named_checkpoints(text) if cp not in everyone)
+
+
+def test_a_made_up_checkpoint_id_is_reported():
+    # the check below must be able to fail: an id one letter off, one of no problem, and a
+    # real one side by side
+    p03 = next(p for p in PROBLEMS if p.id == "p03")
+    real = p03.checkpoints[0].id
+    text = f"`{real}`, `p03.interupt`, `p07.fifo` and `p01.made_up_checkpoint`"
+    assert unknown_checkpoints(text) == ["p01.made_up_checkpoint", "p03.interupt",
+                                              "p07.fifo"]
+    assert unknown_checkpoints(f"only `{real}`") == []
+
+
 @pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.id)
 def test_hints_and_chapter_name_only_existing_checkpoints(problem):
-    known = {cp.id for cp in problem.checkpoints}
-    everyone = {cp.id for p in PROBLEMS for cp in p.checkpoints}
-    bad = []
-    for path in _texts(problem):
-        for cp in sorted(named_checkpoints(path.read_text("utf-8"))):
-            if cp not in everyone or (cp.startswith(problem.id + ".") and cp not in known):
-                bad.append(f"{path.relative_to(ROOT)}: {cp}")
+    bad = [f"{path.relative_to(ROOT)}: {cp}"
+           for path in _texts(problem)
+           for cp in unknown_checkpoints(path.read_text("utf-8"))]
     assert not bad, "checkpoints named but not in any manifest:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("name", sorted(book_sections.EXTRA))
+def test_the_closing_chapter_names_only_existing_checkpoints(name):
+    path = book_sections.EXTRA[name]
+    assert not unknown_checkpoints(path.read_text("utf-8")), path.name
 
 
 @pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.id)
