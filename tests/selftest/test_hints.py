@@ -5,17 +5,20 @@ hint that names a checkpoint the acceptance set no longer has sends a learner no
 """
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
 import pytest
 
 from tests.selftest.conftest import PROBLEMS
-from workbook import ROOT, book_sections, manifest
+from workbook import ROOT, book_sections, chapters, manifest
 
 #: ``p03.interrupt``; not ``p01.md`` or ``p04.toml`` (files), not part of a longer word.
 CHECKPOINT = re.compile(r"(?<![\w/.])(p0\d)\.([a-z][a-z0-9_]*)\b(?!\.)")
 FILE_SUFFIXES = {"md", "py", "toml", "diff", "json"}
+#: a section named after the word "chapter": "The frame" or *Timeline: the waker*
+QUOTED = re.compile(r'"([^"\n]+)"|(?<![*\w])\*([^*\n]+)\*(?!\*)')
 VARIANT = re.compile(r"--(pitfall|wrong)[ =]([a-z_][a-z0-9_]*)\b")  # NAME is a placeholder
 
 
@@ -87,3 +90,46 @@ def test_every_hint_level_exists_and_every_checkpoints_hint_level_is_shipped():
     for problem in PROBLEMS:
         for cp in problem.checkpoints:
             assert problem.hint_file(cp.hint).is_file(), (problem.id, cp.id, cp.hint)
+
+
+def named_sections(text: str) -> set[str]:
+    """Quoted names that follow the word "chapter" in a paragraph: the sections a hint or a
+    skeleton sends the reader to (``Chapter: sections "The design" and "Pitfalls".``)."""
+    out = set()
+    for para in re.split(r"\n\s*\n", text):
+        para = " ".join(para.split())
+        at = para.casefold().find("chapter")
+        if at >= 0:
+            out |= {a or b for a, b in QUOTED.findall(para[at:])}
+    return out
+
+
+def _prose_of(path: Path) -> str:
+    """A hint's text, or a skeleton's docstrings and comments (not its code)."""
+    text = path.read_text("utf-8")
+    if path.suffix != ".py":
+        return text
+    tree = ast.parse(text)
+    docs = [ast.get_docstring(node) or "" for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef))]
+    comments = [line.split("#", 1)[1] for line in text.splitlines() if "#" in line]
+    return "\n\n".join(docs + ["\n".join(comments)])
+
+
+def test_the_section_scanner_finds_quoted_names_after_chapter():
+    text = ('Chapter: sections "The design" and\n"Pitfalls".\n\n"Not this" one.\n\n'
+            "(trace in the chapter, *Timeline: the waker*)")
+    assert named_sections(text) == {"The design", "Pitfalls", "Timeline: the waker"}
+
+
+@pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.id)
+def test_hints_and_skeleton_send_the_reader_only_to_sections_the_chapter_has(problem):
+    chapter = chapters.load(problem)
+    paths = [problem.hint_file(level) for level in (1, 2, 3)]
+    paths.append(ROOT / "mine" / f"{problem.module}.py")
+    named = {(path, name) for path in paths for name in named_sections(_prose_of(path))}
+    assert named, f"{problem.id}: no hint names a chapter section (the scanner found nothing)"
+    bad = [f"{path.relative_to(ROOT)}: {name!r}" for path, name in sorted(named)
+           if chapter.heading(name) is None]
+    assert not bad, f"sections named but not in {chapter.path.name}:\n" + "\n".join(bad)
+    assert chapter.heading("A section no chapter has") is None
