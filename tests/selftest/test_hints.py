@@ -133,3 +133,18 @@ def test_hints_and_skeleton_send_the_reader_only_to_sections_the_chapter_has(pro
            if chapter.heading(name) is None]
     assert not bad, f"sections named but not in {chapter.path.name}:\n" + "\n".join(bad)
     assert chapter.heading("A section no chapter has") is None
+
+
+#: ``the checkpoint "No ready-made queue underneath"``: a checkpoint named by its title
+BY_TITLE = re.compile(r'[Cc]heckpoint\s+"([^"]+)"')
+
+
+@pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.id)
+def test_a_checkpoint_named_by_its_title_has_that_title(problem):
+    titles = {cp.title for cp in problem.checkpoints}
+    assert BY_TITLE.findall('the checkpoint "No such title" fails') == ["No such title"]
+    bad = [f"{path.relative_to(ROOT)}: {title!r}"
+           for path in _texts(problem)
+           for title in BY_TITLE.findall(" ".join(path.read_text("utf-8").split()))
+           if title not in titles]
+    assert not bad, f"not a title in {problem.id}.toml:\n" + "\n".join(bad)
