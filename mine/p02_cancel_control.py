@@ -56,7 +56,7 @@ class Control:
         soon after; no press is ever lost.  A control whose socket buffer is full still
         counts as pressed.  After ``run()`` has finished with this control (or after
         ``close()``), raises ``RuntimeError``.  How to keep that promise is the chapter's
-        "Write the state first" (``./check.sh book p02``) and the hints.
+        "The order of the two lines" (``./check.sh book p02``) and the hints.
         """
         # TODO
         raise NotImplementedError("Control.request_stop")

@@ -166,8 +166,9 @@ class IOLoop:
         """Start the loop, call ``func()`` on it, stop when its Future is done.
 
         ``func`` is a coroutine function or a plain function.  Returns the result or raises
-        the exception; raises ``TimeoutError`` if ``timeout`` seconds pass first.  The loop
-        is the thread's current loop while it runs (see start())."""
+        the exception; raises ``TimeoutError`` if ``timeout`` seconds pass first, and
+        ``RuntimeError`` if the loop is stopped some other way before the Future is done.
+        The loop is the thread's current loop while it runs (see start())."""
         raise NotImplementedError  # TODO
 
     def close(self) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 from collections import Counter
 
 from rich.console import Group, RenderableType
-from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -211,4 +210,8 @@ def learner_file(problem: manifest.Problem):
 
 
 def markdown_view(title: str, text: str) -> Panel:
-    return Panel(Markdown(text), title=title, title_align="left")
+    """A hint in a panel, drawn like the book: ``<br>`` in a cell breaks the line and a
+    table's long words fold instead of ending in an ellipsis."""
+    from workbook.bookview import Markdown as BookMarkdown  # bookview is the heavier module
+
+    return Panel(BookMarkdown(text), title=title, title_align="left")

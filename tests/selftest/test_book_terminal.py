@@ -153,3 +153,20 @@ def test_on_a_tty_the_chapter_goes_through_the_pager(tmp_path):
     text = paged.read_text("utf-8", "replace")
     assert "BoundedBlockingQueue" in text and text.count("\n") > 500  # the chapter, paged
     assert shown.count(b"\n") < 24, shown[:500]  # and not dumped on the terminal
+
+
+@pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.id)
+def test_every_hint_at_80_columns_cuts_no_word_and_keeps_its_line_breaks(problem):
+    from workbook import render
+
+    for level in (1, 2, 3):
+        path = problem.hint_file(level)
+        source = path.read_text("utf-8")
+        buf = io.StringIO()
+        Console(file=buf, width=80, color_system=None, legacy_windows=False).print(
+            render.markdown_view(f"{problem.id} · hint level {level} of 3", source))
+        out = buf.getvalue()
+        cut = sorted({m.strip("│┃ ") for m in CUT.findall(out)} - {""})
+        cut = [c for c in cut if c not in source]
+        assert not cut, f"{path.name} of {problem.id}: words cut at 80 columns: {cut[:10]}"
+        assert "<br" not in out and "[^" not in out, f"{problem.id} L{level}: raw markup"
