@@ -30,6 +30,7 @@ import pytest
 from tests.selftest.conftest import cli
 from tests.selftest.grading import battery
 from workbook import ROOT, manifest
+from workbook.explore.driver import seed_for
 from workbook.grading import discovery, exports, gradebook, judging, protocol
 from workbook.grading.sandbox import runner as sandbox
 
@@ -551,7 +552,8 @@ def test_a_grade_records_the_exploration_seed_and_another_seed_grades_again(tmp_
     (subs / "a").mkdir(parents=True)
     (subs / "a" / p03.learner_file.name).write_text(p03.solution_file.read_text())
     state = tmp_path / "g.json"
-    args = (str(subs), "--problem", "p03", "--format", "json", "--out", str(state))
+    args = (str(subs), "--problem", "p03", "--format", "json", "--out", str(state),
+            "--time-limit", "120")  # a loaded CI box: the verdict, not the speed, is tested
 
     def graded() -> dict:
         return json.loads(state.read_text())["rows"]["a"]["problems"]["p03"]
@@ -1033,7 +1035,7 @@ def test_fresh_keeps_each_earlier_result_until_its_pair_is_redone(tmp_path):
     limits = {"p01": sandbox.Limits.for_wall(20)}
     book = gradebook.Gradebook(tmp_path / "g.json", [P01])
     done = _entry(passed=("p01.fifo",))
-    fp = f"{subs[0].fingerprint('p01')}:{harness['p01'].fingerprint}:20"
+    fp = f"{subs[0].fingerprint('p01')}:{harness['p01'].fingerprint}:20:{seed_for('p01')}"
     book.record("ann", "p01", done, fp)
     assert batch._plan(subs, [P01], book, limits, harness).todo == []  # resume: skipped
     plan = batch._plan(subs, [P01], book, limits, harness, fresh=True)
