@@ -165,15 +165,18 @@ def problems_view(progress: dict, *, with_progress: bool) -> Table:
     # Short headers and no squeezed column: at 80 columns every name is shown whole
     # (wrapped onto a second line if need be, never cut with "…").
     table.add_column("id", no_wrap=True)
-    table.add_column("title", overflow="fold")
+    # The longest word of a title sets the column's floor, so a squeeze wraps between words
+    # and never folds one ("BoundedBlockingQ|ueue" when the last check is on another day).
+    longest_word = max(len(w) for p in manifest.problems().values() for w in p.title.split())
+    table.add_column("title", overflow="fold", min_width=longest_word)
     if not with_progress:  # `status` is about progress: the size of a problem is in `list`
         table.add_column("time", no_wrap=True)
         table.add_column("level", no_wrap=True)
     table.add_column("checks", no_wrap=True, justify="right")
     if with_progress:
-        table.add_column("last check", overflow="fold")
+        table.add_column("last check", overflow="fold", max_width=11)
         table.add_column("hints", no_wrap=True)
-        table.add_column("status", overflow="fold", max_width=17)
+        table.add_column("status", overflow="fold", max_width=16)
     for p in manifest.problems().values():
         title = p.title if with_progress else f"{p.title} — {p.summary}"
         row = [p.id, title] + ([] if with_progress else [f"{p.minutes} min", p.difficulty]) \
