@@ -81,12 +81,12 @@ def _exploration(problem: manifest.Problem, args: argparse.Namespace) -> None:
     """Hand --explore/--replay to the exploration checkpoint (through the environment
     of the check's pytest process)."""
     if args.explore is not None:
-        from workbook.run import TEST_TIMEOUT  # pytest-timeout's backstop for one test
+        from workbook.tuning import EXPLORE_TIMEOUT  # pytest-timeout's backstop there
         # room left for shrinking a counterexample (a few seconds) inside both limits
-        limit = max(min(problem.time_limit - 30, TEST_TIMEOUT - 10), 1)
+        limit = max(min(problem.time_limit - 30, EXPLORE_TIMEOUT - 10), 1)
         if not 0 < args.explore <= limit:
-            raise UsageError(f"--explore takes seconds between 0 and {limit:g} (one test "
-                             f"of a check may run {TEST_TIMEOUT} s)")
+            raise UsageError(f"--explore takes seconds between 0 and {limit:g} (the "
+                             f"exploration checkpoint may run {EXPLORE_TIMEOUT} s)")
         os.environ["WORKBOOK_EXPLORE_SECONDS"] = f"{args.explore:g}"
     if args.seed is not None:
         if args.seed < 0:

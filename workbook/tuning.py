@@ -18,6 +18,11 @@ BOUND = float(os.environ.get("WORKBOOK_BOUND", "5"))
 #: Seconds per test before pytest-timeout interrupts it: a backstop only, the tests bound
 #: their own waits much tighter (several ``BOUND`` fit in it).
 TEST_TIMEOUT = 30
+#: The same backstop for an exploration checkpoint: its work is thousands of short
+#: controlled runs (3 s of CPU for P03's), which a crowded 2-core box can stretch tenfold;
+#: a hang there cannot last, since the explorer gives up a run whose thread reaches no
+#: controlled point for ``explore.sched.WALL_LIMIT`` seconds.
+EXPLORE_TIMEOUT = 100
 
 # -- the stuck detector (workbook/stuck/) ---------------------------------------------------
 

@@ -17,8 +17,10 @@ import pytest
 
 from workbook.explore import driver
 from workbook.explore import p03 as explorer
+from workbook.tuning import EXPLORE_TIMEOUT
 
 
 @pytest.mark.checkpoint("p03.explore")
+@pytest.mark.timeout(EXPLORE_TIMEOUT)
 def test_no_explored_schedule_breaks_the_contract(impl):
     driver.check(explorer, impl.__file__)

@@ -135,3 +135,25 @@ def test_a_constructor_that_takes_bool_is_caught_and_a_strict_int_check_is_allow
     # "an int" read strictly (type(capacity) is int) refuses an int subclass: allowed
     assert p03.run(p03.load(exact), sub).problem is None
     assert p03.run(p03.load(exact), sub).error is None
+
+
+def test_an_item_kept_by_someone_else_is_not_the_queues_doing():
+    # The observer's case: a finished call's frame, or any outside holder, keeps a discarded
+    # item alive; only a reference the queue (or its module) owns is the learner's.
+    from workbook.explore.p03_judge import Item, kept_alive
+
+    def history(item):
+        put = Call(1, "put(obj1)", "put", (item, None, "obj"), call=0, ret=1,
+                   outcome=("return", None))
+        put.meta["discarded"] = True
+        return [put]
+
+    class Queue:
+        def __init__(self):
+            self.slots = [None]
+
+    outside, q = [Item(1)], Queue()
+    assert kept_alive(history(outside[0]), [q]) is None
+    q.slots[0] = Item(2)  # the queue's own ring still holds it: reported
+    problem = kept_alive(history(q.slots[0]), [q])
+    assert problem is not None and "obj2" in problem and "discarded" in problem

@@ -183,8 +183,17 @@ def run(module: Any, sc: Scenario, choices: Choices | None = None) -> Outcome:
         return out
     out.problem = judge(module, sc, calls, sched, pending)
     if out.problem is None:  # called here, where no local names an item any more
-        out.problem = kept_alive(calls)
+        out.problem = kept_alive(calls, _owned(module, box["q"]))
     return out
+
+
+def _owned(module: Any, q: Any) -> list[Any]:
+    """What the learner's code owns: the queue, and what its module and its classes keep
+    (a class attribute or a module-level list is the queue's storage too)."""
+    mine = [v for v in vars(module).values() if getattr(v, "__module__", None) == module.__name__]
+    return [q] + [vars(v) if isinstance(v, type) else v for v in mine] + [
+        v for k, v in vars(module).items()
+        if not k.startswith("__") and isinstance(v, (list, dict, set, tuple))]
 
 
 def _refused(module: Any, sc: Scenario) -> Outcome:

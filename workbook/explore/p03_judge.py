@@ -5,6 +5,9 @@ anything, no correct queue would have done."""
 from __future__ import annotations
 
 import gc
+import sys
+import threading
+import types
 import weakref
 from typing import Any
 
@@ -192,7 +195,11 @@ def _explain(calls: list[Call], cap: int) -> str:
             f"gives these results ({results})")
 
 
-def kept_alive(calls: list[Call]) -> str | None:
+def kept_alive(calls: list[Call], owned: list[Any]) -> str | None:
+    """The first item a correct queue no longer holds that is still reachable from
+    ``owned`` (the queue and the learner module's own objects): taken by take/poll, or
+    discarded by ``shutdown(immediate=True)``.  An item kept alive by something else (an
+    observer's snapshot of a finished call's frame, say) is not the queue's doing."""
     refs = []
     for c in calls:
         if c.kind in ("take", "poll") and c.outcome and c.outcome[0] == "return" \
@@ -208,13 +215,40 @@ def kept_alive(calls: list[Call]) -> str | None:
     if not refs or all(r() is None for r, _, _ in refs):
         return None
     gc.collect()
-    for r, who, shown in refs:
-        if r() is not None:
-            if who.startswith("shutdown"):
-                return (f"the queue still holds a reference to {shown}, which "
-                        "shutdown(immediate=True) discarded: dropped items must be let go")
-            return (f"the queue still holds a reference to {shown}, which {who} returned: "
-                    "a taken slot must be cleared")
+    alive = {id(r()): (who, shown) for r, who, shown in refs if r() is not None}
+    if not alive:
+        return None
+    for key in reachable(owned, set(alive)):
+        who, shown = alive[key]
+        if who.startswith("shutdown"):
+            return (f"the queue still holds a reference to {shown}, which "
+                    "shutdown(immediate=True) discarded: dropped items must be let go")
+        return (f"the queue still holds a reference to {shown}, which {who} returned: "
+                "a taken slot must be cleared")
     return None
 
 
+def reachable(roots: list[Any], targets: set[int]) -> list[int]:
+    """The ids of ``targets`` reachable from ``roots``, in the order found, following every
+    reference (``gc.get_referents``) except into modules, classes, a module's namespace and
+    the explorer's own objects (its tasks, threads and scheduler): those reach everything,
+    and the learner's queue owns none of them."""
+    from workbook.explore.sched import Scheduler, Task
+
+    stop = {id(vars(m)) for m in list(sys.modules.values()) if hasattr(m, "__dict__")}
+    stop_types = (types.ModuleType, type, Task, Scheduler, threading.Thread)
+    seen: set[int] = set()
+    found: list[int] = []
+    todo = list(roots)
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if id(obj) in targets:
+            found.append(id(obj))
+            continue
+        if id(obj) in stop or isinstance(obj, stop_types):
+            continue
+        todo.extend(gc.get_referents(obj))
+    return found

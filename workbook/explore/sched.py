@@ -81,12 +81,17 @@ class Task:
         self.abandon_count = 0
         self.ident: int | None = None
         self.faultable = index > 0  # task 0 is the setup: nothing is injected there
-        self.thread = threading.Thread(target=self._main, name=f"explore-{name}", daemon=True)
+
+    def start(self) -> None:
+        """Hand this task to an idle worker thread; it waits for its first turn."""
+        worker = _Worker.take()
+        self.ident = worker.ident
+        self.sched._by_ident[worker.ident] = self
+        TASKS[worker.ident] = self
+        worker.thread.name = f"explore-{self.name}"
+        worker.give(self)
 
     def _main(self) -> None:
-        self.ident = _get_ident()
-        self.sched._by_ident[self.ident] = self
-        TASKS[self.ident] = self
         self.go.acquire()
         try:
             if self.state != DONE:  # not ended before it ever ran
@@ -103,6 +108,50 @@ class Task:
             self.state = DONE
             TASKS.pop(self.ident, None)
             self.sched._signal()
+
+
+class _Worker:
+    """A real thread that runs one task after another.  Thousands of runs of three tasks
+    each: starting a thread per task cost about a third of an exploration's time.  A worker
+    goes back to the idle list only once its task has ended; one that never comes back (its
+    task parked for good, or blocked outside the fakes) is simply not reused."""
+
+    _idle: list["_Worker"] = []
+    _idle_lock = _real_lock()  # guards _idle (the controller takes, workers give back)
+
+    def __init__(self) -> None:
+        self.job = _real_lock()  # released when a task is given
+        self.job.acquire()
+        self.task: Task | None = None
+        ready = _real_lock()
+        ready.acquire()
+        self.ident = 0
+        self.thread = threading.Thread(target=self._loop, args=(ready,), daemon=True,
+                                       name="explore-idle")
+        self.thread.start()
+        ready.acquire()  # its ident is known before any task is handed to it
+
+    @classmethod
+    def take(cls) -> "_Worker":
+        with cls._idle_lock:
+            if cls._idle:
+                return cls._idle.pop()
+        return cls()
+
+    def give(self, task: Task) -> None:
+        self.task = task
+        self.job.release()
+
+    def _loop(self, ready: Any) -> None:
+        self.ident = _get_ident()
+        ready.release()
+        while True:
+            self.job.acquire()
+            task, self.task = self.task, None
+            task._main()  # type: ignore[union-attr]
+            del task
+            with self._idle_lock:
+                self._idle.append(self)
 
 
 @dataclass
@@ -280,9 +329,7 @@ class Scheduler:
         """Run ``bodies`` as controlled threads; the first (a setup) alone before the others."""
         self.tasks = [Task(self, i, name, body) for i, (name, body) in enumerate(bodies)]
         for t in self.tasks:
-            t.thread.start()
-        while any(t.ident is None for t in self.tasks):  # each registers before its turn
-            _thread.allocate_lock().acquire(True, 0.001)
+            t.start()
         Scheduler.active = self
         try:
             self._loop(first_alone)
