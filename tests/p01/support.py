@@ -7,19 +7,12 @@ import threading
 from typing import Any, Callable
 
 from workbook.testkit import (BOUND, is_submission_code, join, kernel_state, parked,
-                              run_hooked, start_daemon, wait_until)
+                              run_delay_seconds, run_hooked, start_daemon, wait_until)
 
 
-def queued_seconds(tid: int | None = None) -> float:
-    """Seconds the thread ``tid`` (default: the caller) has spent runnable but waiting for a
-    CPU -- the kernel's run-queue delay (/proc schedstat); 0.0 where the kernel does not say.
-    Time a busy machine adds to a wakeup, through no fault of the code woken."""
-    tid = threading.get_native_id() if tid is None else tid
-    try:
-        with open(f"/proc/self/task/{tid}/schedstat") as f:
-            return int(f.read().split()[1]) / 1e9
-    except (OSError, ValueError, IndexError):
-        return 0.0
+# Seconds a thread has spent runnable but waiting for a CPU: time a busy machine adds to a
+# wakeup, through no fault of the code woken (the harness's one reader of /proc says).
+queued_seconds = run_delay_seconds
 
 
 class LoopWrapper:

@@ -28,7 +28,8 @@ import threading
 import time
 from typing import Callable
 
-from workbook.testkit import BOUND, PARKED_CPU, asleep_in_selector, cpu_used, thread_cpu_seconds
+from workbook.testkit import (BOUND, PARKED_CPU, asleep_in_selector, cpu_used, run_delay_seconds,
+                              thread_cpu_seconds)
 
 SPIN_CAP = 10_000  # a spinner gives up after this many turns (a starved timeout)
 ON_TIME = 0.2 + 0.55  # latest acceptable firing of a 0.2 s timeout on a busy machine
@@ -42,15 +43,9 @@ BUSY = (f"(the machine was too busy: in {TRIES} tries the turn never began befor
         "timeout's deadline)")
 
 
-def _queued_seconds() -> float:
-    """Seconds the calling thread has spent runnable but waiting for a CPU (the kernel's
-    run-queue delay, /proc schedstat), 0.0 where the kernel does not say.  A timeout that
-    fires late on a busy machine is late by this much through no fault of the loop."""
-    try:
-        with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
-            return int(f.read().split()[1]) / 1e9
-    except (OSError, ValueError, IndexError):
-        return 0.0
+# Seconds the calling thread has spent runnable but waiting for a CPU: a timeout that fires
+# late on a busy machine is late by this much through no fault of the loop.
+_queued_seconds = run_delay_seconds
 
 
 def _until_the_clock_passes(loop, moment: float) -> None:

@@ -24,7 +24,7 @@ from workbook.stuck.decide import Progress, decide
 from workbook.stuck.explain import asleep_in_sleep, diagnose, sleep_seconds, slow_sentence
 from workbook.stuck.model import Snapshot, Verdict
 from workbook.stuck.observe import take_snapshot
-from workbook.stuck.procfs import children_alive, thread_cpu_seconds
+from workbook.stuck.procfs import children_alive, thread_cpu_seconds, thread_demand_seconds
 from workbook.tuning import (HOLD_CONFIRM, LOOK_INTERVAL, SPINNING_CPU, SPINNING_SHARE,
                              SPINNING_STEADY, STILL_CPU)
 
@@ -100,6 +100,9 @@ class Watch:
         # seen running, how many looks saw it and at how many its clock had moved.
         self.cpu_start: dict[threading.Thread, float] = {}
         self.last_cpu: dict[threading.Thread, float] = {}
+        # ... and its demand (CPU used plus time runnable waiting for a CPU, ``procfs``)
+        self.demand_start: dict[threading.Thread, float] = {}
+        self.last_demand: dict[threading.Thread, float] = {}
         self.hot: dict[threading.Thread, dict[str, int]] = {}
         self.looks_at: dict[threading.Thread, int] = {}
         self.moved: dict[threading.Thread, int] = {}
@@ -162,19 +165,23 @@ class Watch:
 
     def _sample_cpu(self) -> None:
         """Where CPU goes while we wait: per thread, its learner line at each look.  Only the
-        threads whose clock moved are walked: the others add nothing to where CPU goes."""
+        threads that wanted a CPU since the last look (used one, or waited runnable for one)
+        are walked: the others add nothing to where CPU goes."""
         hot: list[threading.Thread] = []
         for thread in threading.enumerate():
             if thread.ident is None or thread.ident == self.me:
                 continue
             cpu = thread_cpu_seconds(thread)
-            if cpu is None:
+            demand = thread_demand_seconds(thread)
+            if cpu is None or demand is None:
                 continue
             self.cpu_start.setdefault(thread, cpu)
-            before = self.last_cpu.get(thread)
+            self.demand_start.setdefault(thread, demand)
+            before = self.last_demand.get(thread)
             self.last_cpu[thread] = cpu
+            self.last_demand[thread] = demand
             self.looks_at[thread] = self.looks_at.get(thread, 0) + 1
-            if before is None or cpu - before <= STILL_CPU:
+            if before is None or demand - before <= STILL_CPU:
                 continue
             self.moved[thread] = self.moved.get(thread, 0) + 1
             hot.append(thread)
@@ -195,16 +202,21 @@ class Watch:
         out = []
         for thread, counts in self.hot.items():
             used = self.last_cpu.get(thread, 0.0) - self.cpu_start.get(thread, 0.0)
-            # Spinning: its CPU clock moved at nearly every look (a parked thread's stands
-            # still), and it used a fair share of a CPU even on a crowded machine.
+            wanted = self.last_demand.get(thread, 0.0) - self.demand_start.get(thread, 0.0)
+            # Spinning: it wanted a CPU at nearly every look (a parked thread never does) and
+            # for a fair share of the wait.  Its demand, not its CPU, is measured: on a
+            # crowded machine a spinner spends most of its time runnable, waiting for a CPU.
             steady = self.moved.get(thread, 0) >= SPINNING_STEADY * max(
                 1, self.looks_at.get(thread, 0) - 1)
-            if elapsed <= 0 or not steady or not counts or \
-                    used < max(SPINNING_SHARE * elapsed, SPINNING_CPU):
+            if elapsed <= 0 or not steady or not counts or used <= STILL_CPU or \
+                    wanted < max(SPINNING_SHARE * elapsed, SPINNING_CPU):
                 continue
             site = max(counts, key=counts.get)
             filename, _, line = site.rpartition(":")
+            queued = wanted - used
+            busy = (f" (and {queued:.1f} s more ready to run, waiting for a CPU: the machine is "
+                    "busy)" if queued >= used else "")
             out.append(f"thread '{thread.name}' was spinning: {used:.1f} s of "
                        f"CPU in {elapsed:.1f} s, mostly at {site}: "
-                       f"`{source_line(os.path.abspath(filename), int(line))}`")
+                       f"`{source_line(os.path.abspath(filename), int(line))}`{busy}")
         return tuple(out)

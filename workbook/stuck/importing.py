@@ -19,7 +19,8 @@ from typing import Callable
 
 from workbook.stuck import frames as fr
 from workbook.stuck.code import code_only, shown
-from workbook.stuck.procfs import SELECT_CALLS, kernel_state, syscall, thread_cpu_seconds
+from workbook.stuck.procfs import (SELECT_CALLS, kernel_state, syscall, thread_cpu_seconds,
+                                   thread_demand_seconds)
 from workbook.tuning import (IMPORT_GIVE_UP, IMPORT_PATIENCE, LOOK_INTERVAL, SPINNING_CPU,
                              SPINNING_SHARE, SPINNING_STEADY, STILL_CPU)
 
@@ -60,8 +61,11 @@ class ImportWatch:
         return os.path.realpath(filename) == self.target
 
     def _run(self) -> None:
-        looks = moved = still = 0  # looks taken; at how many the clock moved; still in a row
-        first_cpu = last_cpu = thread_cpu_seconds(self.main)
+        looks = moved = still = 0  # looks taken; at how many it wanted a CPU; still in a row
+        first_cpu = thread_cpu_seconds(self.main)
+        # CPU used plus time runnable waiting for a CPU: what a spinner keeps wanting however
+        # crowded the machine (its CPU alone grows only with its share)
+        first_demand = last_demand = thread_demand_seconds(self.main)
         hot: dict[tuple[str, int], int] = {}
         where = None  # the innermost frame at the last look
         while True:
@@ -70,12 +74,13 @@ class ImportWatch:
                 if self.done:
                     return
             cpu = thread_cpu_seconds(self.main)
-            if cpu is None or first_cpu is None:
+            demand = thread_demand_seconds(self.main)
+            if None in (cpu, first_cpu, demand, first_demand, last_demand):
                 return
             looks += 1
             stack = fr.stacks({self.main.ident}).get(self.main.ident, [])
             learner = [f for f in stack if self._is_learner(f.f_code.co_filename)]
-            if cpu - last_cpu > STILL_CPU:
+            if demand - last_demand > STILL_CPU:
                 moved += 1
                 still = 0
                 if learner:
@@ -87,14 +92,15 @@ class ImportWatch:
             else:
                 still = 0
             where = (id(stack[0].f_code), stack[0].f_lineno) if stack else None
-            last_cpu = cpu
+            last_demand = demand
             elapsed = time.monotonic() - self.started
             if elapsed < self.patience:
                 continue
             sentence = None
             used = cpu - first_cpu
-            if hot and moved >= SPINNING_STEADY * looks and \
-                    used >= max(SPINNING_SHARE * elapsed, SPINNING_CPU):
+            wanted = demand - first_demand
+            if hot and moved >= SPINNING_STEADY * looks and used > STILL_CPU and \
+                    wanted >= max(SPINNING_SHARE * elapsed, SPINNING_CPU):
                 sentence = self._spinning(hot, used, elapsed)
             elif still >= 3 and learner:
                 sentence = self._blocked(stack, learner, elapsed)

@@ -32,6 +32,28 @@ def thread_cpu_seconds(thread: threading.Thread) -> float | None:
         return None
 
 
+def run_delay_seconds(tid: int | None = None) -> float:
+    """Seconds the thread ``tid`` (the calling one by default) has spent ready to run but
+    waiting for a CPU (``/proc`` schedstat's run delay); 0.0 where the kernel does not say."""
+    tid = threading.get_native_id() if tid is None else tid
+    try:
+        with open(f"/proc/self/task/{tid}/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def thread_demand_seconds(thread: threading.Thread) -> float | None:
+    """How long ``thread`` has wanted a CPU: the CPU seconds it used plus the seconds it
+    waited, runnable, for one.  A spinning thread's demand grows with the wall clock however
+    crowded the machine (its CPU alone grows with its share of the machine); a parked
+    thread's stands still.  None once the thread has ended."""
+    cpu = thread_cpu_seconds(thread)
+    if cpu is None:
+        return None
+    return cpu + run_delay_seconds(thread.native_id)
+
+
 def kernel_state(thread: threading.Thread) -> str | None:
     """The kernel's one-letter state of ``thread`` ('R' running, 'S' sleeping, ...), or None
     where /proc is not available or the thread has ended."""
