@@ -44,7 +44,8 @@ class BoundedBlockingQueue(Generic[T]):
         """Create an empty queue.
 
         ``capacity`` must be an ``int`` greater than 0; ``bool`` is not accepted.
-        Raise ``TypeError`` for a wrong type and ``ValueError`` for a value <= 0.
+        Otherwise raise ``TypeError`` or ``ValueError`` (the usual split: ``TypeError``
+        for a wrong type, ``ValueError`` for a value <= 0).
         """
         # TODO: validate capacity, then set up the state and what guards it. Write the
         #       invariants that tie your fields together as comments here.

@@ -104,7 +104,8 @@ class IOLoop:
         self.wakeups_scheduled = 0
         self._timeouts: list = []  # a heap; see heapq
         self._sequence = itertools.count()
-        # Sleep in self._selector.select(timeout) -- the tests look for a selectors select().
+        # Sleep in self._selector.select(timeout): the tests see the loop asleep when the
+        # kernel has its thread waiting in poll, epoll_wait or select (read from /proc).
         self._selector = selectors.DefaultSelector()
         # TODO: how does another thread end that sleep? (the chapter's "Timeline: the waker")
         self._thread_ident = threading.get_ident()

@@ -92,9 +92,12 @@ def test_every_chapter_ends_with_a_map_of_checkpoints_pitfalls_and_sections(prob
     for cp in problem.checkpoints:
         assert cp.id in rows, f"{cp.id} has no row in the map"
         row = rows[cp.id]
-        for pitfall in problem.pitfalls:
-            if cp.id in pitfall.fails:
-                assert f"(#pitfall-{pitfall.name})" in row, f"{cp.id}: {pitfall.name} missing"
+        # exactly the pitfalls the manifest says fail it: one missing hides a cause, one
+        # too many sends a reader to a mistake the checkpoint does not catch
+        named = set(re.findall(r"\(#pitfall-(\w+)\)", row))
+        failing = {p.name for p in problem.pitfalls if cp.id in p.fails}
+        assert named == failing, (f"{cp.id}: the map names {sorted(named - failing)} too "
+                                  f"many and lacks {sorted(failing - named)}")
         assert f"(#{chapter.heading(cp.section).anchor})" in row, f"{cp.id}: no section link"
 
 

@@ -3,7 +3,8 @@ same setup as ``test_web_browser``): in the static site and in ``serve`` every c
 rendered once (no ``<pre>`` inside a ``<pre>``, no ``div.highlight`` inside a ``<code>``) at
 the same font size as its ``<pre>``; footnote references are links to notes that exist, and
 no ``[^label]`` is printed; the closing chapter is a page of both, linked from the
-navigation; and the static site's hints open without JavaScript (``<details>``).
+navigation; and the hints open without JavaScript (``<details>``), in the static site and
+in ``serve``, where only the page's script records an opening.
 """
 from __future__ import annotations
 
@@ -121,4 +122,44 @@ def test_serve_renders_the_book_alike_and_serves_the_closing_chapter(browser, se
     pg.click("nav >> text=Designs")
     pg.wait_for_url("**/designs")
     assert "four designs" in pg.locator("h1").inner_text().lower()
+    context.close()
+
+
+def _hints_seen(server, problem_id: str) -> int:
+    import json
+    if not server.progress.exists():
+        return 0
+    doc = json.loads(server.progress.read_text("utf-8"))
+    return int(doc.get("problems", {}).get(problem_id, {}).get("hints_seen", 0))
+
+
+def test_serve_hints_open_without_javascript_and_are_recorded_only_with_it(browser, server):
+    # Without JavaScript: every level is a fold the browser opens; nothing is recorded,
+    # since recording needs the token that only the page's script holds (README).
+    context = browser.new_context(java_script_enabled=False)
+    pg = context.new_page()
+    pg.goto(server.url)  # the printed link: it sets the reading cookie
+    pg.goto(f"{server.base}/p04")
+    assert pg.locator("section.hint button.open-hint:visible").count() == 0  # none dead
+    assert "records nothing" in pg.locator("#hints").inner_text()  # the <noscript> note
+    for level in (3, 1):  # no script: nothing orders the levels, nothing is dead
+        assert pg.locator(f"#hint-L{level}-body").is_hidden()
+        pg.click(f"#hint-L{level} summary")
+        assert pg.locator(f"#hint-L{level}-body").inner_text().strip()
+    assert _hints_seen(server, "p04") == 0
+    context.close()
+    # With it: buttons, in order, each opening recorded; the folds' text is gone from the DOM.
+    context = browser.new_context()
+    pg = context.new_page()
+    pg.goto(server.url)
+    pg.goto(f"{server.base}/p04")
+    assert pg.locator("section.hint details.hint-fold").count() == 0
+    assert pg.locator("#hint-L1-body").is_hidden() and not pg.locator(
+        "#hint-L1-body").inner_text().strip()
+    assert pg.locator("#hint-L2 button.open-hint").is_disabled()
+    pg.click("#hint-L1 button.open-hint")
+    pg.locator("#hint-L1-body").wait_for(state="visible")
+    assert pg.locator("#hint-L1-body").inner_text().strip()
+    assert _hints_seen(server, "p04") == 1
+    assert pg.locator("#hint-L2 button.open-hint").is_enabled()
     context.close()

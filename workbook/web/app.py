@@ -163,8 +163,7 @@ def create_app(*, token: str, port_of, mine: Path | None = None) -> Starlette:
         cards = pages.cards(mine=mine)
         card = next(c for c in cards if c.id == problem.id)
         chapter = await asyncio.to_thread(pages.chapter, problem)
-        hints = [pages.hint(problem, lv) if lv <= card.hints_seen else
-                 pages.closed_hint(problem, lv) for lv in (1, 2, 3)]
+        hints = await asyncio.to_thread(pages.hints, problem)
         ch = runs.channel(problem.id)
         data = {"problem": problem.id, "file": card.file, "hints_seen": card.hints_seen,
                 "done": card.done, "watching": ch.watching,

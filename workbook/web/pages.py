@@ -78,7 +78,7 @@ class Hint:
     level: int
     label: str
     title: str
-    html: str | None
+    html: str
 
 
 @dataclass
@@ -149,18 +149,24 @@ def hint_title(ch: chapters.Chapter, level: int) -> str:
     return tail.strip() if sep and tail.strip() else HINT_TITLES[level]
 
 
-def hint(problem: manifest.Problem, level: int) -> Hint:
-    """A hint level, rendered (only call this when the reader opens it)."""
+@lru_cache(maxsize=None)
+def _hint_cached(problem_id: str, level: int, mtime: int) -> Hint:
+    problem = manifest.get(problem_id)
     ch = _hint_chapter(problem, level)
     items = [b for b in ch.blocks if not (isinstance(b, chapters.Heading) and b.level == 1)]
     return Hint(level, HINT_LABELS[level], hint_title(ch, level),
                 html.blocks(ch, items, anchor_prefix=f"hint-L{level}-", shift=2))
 
 
-def closed_hint(problem: manifest.Problem, level: int) -> Hint:
-    """A hint level not opened yet: its label and title, no content."""
-    return Hint(level, HINT_LABELS[level], hint_title(_hint_chapter(problem, level), level),
-                None)
+def hint(problem: manifest.Problem, level: int) -> Hint:
+    """A hint level, rendered; re-rendered when its file changes.  Reading it is not opening
+    it: only the server's POST records a level (``progress.record_hint``)."""
+    return _hint_cached(problem.id, level, problem.hint_file(level).stat().st_mtime_ns)
+
+
+def hints(problem: manifest.Problem) -> list[Hint]:
+    """All three levels: the page folds the ones not opened yet (see problem.html)."""
+    return [hint(problem, level) for level in (1, 2, 3)]
 
 
 def reference(problem: manifest.Problem) -> str:

@@ -38,7 +38,7 @@ def build(out: Path) -> list[Path]:
         card = next(c for c in cards if c.id == problem.id)
         page = env.get_template("problem.html").render(
             card=card, all_cards=cards, current=problem.id, chapter=pages.chapter(problem),
-            hints=[pages.hint(problem, level) for level in (1, 2, 3)],
+            hints=pages.hints(problem),
             checkpoints=problem.checkpoints, reference_file=shown_path(problem.solution_file),
             reference_html="", page_data={}, **urls)
         path = out / f"{problem.id}.html"

@@ -150,6 +150,19 @@ async function post(url, body) {
 }
 
 function initServedHints(pid) {
+  // Without this script a level not opened yet is a plain fold that the browser opens and
+  // nobody records (recording takes the token, which only this script holds). With it, the
+  // fold gives way to a button that opens the level in order and records it, like
+  // ./check.sh hint: the level's text comes back from that POST, not from the fold.
+  $all("section.hint").forEach((section) => {
+    const btn = $("button.open-hint", section), fold = $("details.hint-fold", section);
+    if (!btn || !fold) return;
+    const body = $(".hint-body", fold);
+    body.innerHTML = "";
+    body.hidden = true;
+    fold.replaceWith(body);
+    btn.hidden = false;
+  });
   $all("button.open-hint").forEach((btn) => {
     btn.addEventListener("click", async () => {
       const level = Number(btn.dataset.level);
