@@ -1,8 +1,9 @@
 """Acceptance set for P04 · the IOLoop: callbacks across threads, the waker, timeouts.
 
 The loop runs ``start()`` in a daemon thread (fixture ``served``).  "The loop is asleep" is
-proven by its state -- the loop thread's top frame is a ``selectors`` ``select()`` -- never by
-a sleep.  The lost-wakeup race is forced with a gate callback that parks the loop thread and
+proven by what the kernel says of the loop thread -- asleep (state S) in a poll, epoll_wait or
+select system call (``testkit.asleep_in_selector``), whichever selector or raw call the loop
+uses -- never by a sleep or a frame.  The lost-wakeup race is forced with a gate callback that parks the loop thread and
 a line tracer that pauses the producer between two steps of ``add_callback``.
 """
 from __future__ import annotations
@@ -21,8 +22,8 @@ from workbook.testkit import (BOUND, check, fail, join, note, parked, start_daem
 
 def _asleep(served) -> None:
     if not served.wait_idle():
-        fail(f"the idle loop thread never went to sleep in a selectors select() within "
-             f"{BOUND:g} s (block in self._selector.select(timeout))")
+        fail(f"the idle loop thread never went to sleep waiting on its descriptors within "
+             f"{BOUND:g} s (block in the selector's select(timeout), or poll/select)")
 
 
 # -- cross-thread add_callback ---------------------------------------------------------------
