@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console
@@ -304,7 +305,8 @@ def _json(results: list[Result]) -> dict:
     seen = view.result_view(shown, problem, hints_seen=progress.hints_seen(problem.id))
     doc["panels"] = [{"title": p.title, "message": p.message, "looks_like": p.looks_like,
                       "checkpoints": p.checkpoints, "hint": p.hint, "section": p.section,
-                      "kind": p.kind} for p in seen.panels]
+                      "kind": p.kind, "outputs": [asdict(o) for o in p.outputs]}
+                     for p in seen.panels]
     doc["blocker"] = seen.blocker
     if len(results) > 1:
         doc["runs"], doc["failed_runs"] = len(results), len(failed)

@@ -192,6 +192,14 @@ function setNotes(id, notes) {
   box.innerHTML = (notes || []).map((n) => `<span class="note">${esc(n)}</span>`).join("");
 }
 
+// "Your output": what the learner's code printed, folded, as text (escaped), under a label
+// that says whose it is, so nothing printed can pass for the checker's verdict.
+function learnerOutput(o, alone) {
+  const lines = o.text.replace(/\n$/, "").split("\n").length;
+  const during = alone ? "this check" : `“${esc(o.title)}”`;
+  return `<details class="learner-output" data-checkpoint="${esc(o.checkpoint)}"><summary>Your output: what your code printed during ${during} (${lines} line${lines === 1 ? "" : "s"})</summary><pre class="learner-output-text"><code>${esc(o.text)}</code></pre></details>`;
+}
+
 // The result's view as the server built it (the terminal draws the same one): one panel per
 // root cause, drawn as it is.
 function renderDiagnoses(pid, doc) {
@@ -209,6 +217,7 @@ function renderDiagnoses(pid, doc) {
       ${d.looks_like ? `<p><strong>Looks like:</strong> ${esc(d.looks_like)}</p>` : ""}
       ${same}
       <p><strong>Read:</strong> <a href="#hint-L${d.hint}" class="hint-link" data-level="${d.hint}">hint level ${d.hint}</a> · ${section}</p>
+      ${(d.outputs || []).map((o) => learnerOutput(o, d.checkpoints.length === 1)).join("")}
     </section>`;
   }).join("");
 }
