@@ -172,7 +172,11 @@ def cmd_check(problem_id: str, argv: list[str]) -> int:
         advice = progress.repeat_advice(progress.record_check(problem.id, last), last,
                                         problem.id)
     if args.json:
-        console.print_json(json.dumps(_json(results)))
+        doc = _json(results)
+        if learner:  # added: the problem's status after this check, as `status` says it
+            doc["status"] = progress.status_text(progress.entry(progress.load(), problem.id),
+                                                 target)
+        console.print_json(json.dumps(doc))
     elif args.repeat > 1:
         console.print(render.repeat_view(results, problem))
     else:

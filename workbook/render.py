@@ -211,11 +211,8 @@ def problems_view(progress: dict, *, with_progress: bool) -> Table:
 
 def _last_check(last: dict) -> str:
     """'5/6 05:40' (today), '5/6 12-01 05:40' (another day), '(page)' when run there."""
-    import time
-    at = str(last.get("at", ""))
-    when = at[11:16] if at[:10] == time.strftime("%Y-%m-%d") else at[5:16]
     page = " (page)" if last.get("source") == "page" else ""
-    return f"{last['passed']}/{last['total']} {when}{page}"
+    return f"{last['passed']}/{last['total']} {progress_mod.when(last.get('at'))}{page}"
 
 
 def learner_file(problem: manifest.Problem):
