@@ -281,7 +281,11 @@ def cmd_watch(problem: manifest.Problem, target: Path) -> int:
     previous = signal.signal(signal.SIGINT, on_sigint)
     try:
         check_once()
-        for changes in watchfiles.watch(target.parent, debounce=200, rust_timeout=500,
+        from workbook.tuning import WATCH_GROUP_MS, WATCH_QUIET_MS
+        # A burst of saves is one check: the changes are yielded once the file has been
+        # quiet for WATCH_QUIET_MS (watchfiles' ``step``), or after WATCH_GROUP_MS.
+        for changes in watchfiles.watch(target.parent, debounce=WATCH_GROUP_MS,
+                                        step=WATCH_QUIET_MS, rust_timeout=500,
                                         yield_on_timeout=True, stop_event=stop,
                                         raise_interrupt=False,
                                         watch_filter=lambda _c, path: Path(path) == target):

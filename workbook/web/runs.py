@@ -20,6 +20,7 @@ from workbook import manifest, progress
 from workbook.render import shown_path
 from workbook.errors import UsageError
 from workbook.run import Result, Tally, iter_check
+from workbook.tuning import WATCH_GROUP_MS, WATCH_QUIET_MS
 
 _ids = itertools.count(1)
 
@@ -234,7 +235,7 @@ class Runs:
             return Path(path).resolve() == target
 
         async for _changes in awatch(target.parent, watch_filter=only_target,
-                                     debounce=200, step=50):
+                                     debounce=WATCH_GROUP_MS, step=WATCH_QUIET_MS):
             if ch.running:
                 ch.rerun = True
             else:
