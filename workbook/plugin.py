@@ -233,6 +233,10 @@ def _classify(excinfo, when: str, check: testkit.CheckLog | None) -> dict:
     (``testkit.Stuck``); a failure the test worded itself after a wait that only answered
     False takes the last verdict in the test's own log."""
     out = _classify_plain(excinfo, when)
+    timed = getattr(excinfo.value, "timed_out", None)
+    if timed is not None and timed.slow and not timed.spinning and out["outcome"] == "failed":
+        # One root cause however many checks it slowed down: the learner's code sleeps.
+        out["cause"] = "slow: asleep in time.sleep"
     recorded = check.verdicts if check is not None else []
     verdict = getattr(excinfo.value, "verdict", None) or (recorded[-1] if recorded else None)
     if verdict is not None and not verdict.sites:

@@ -84,11 +84,15 @@ class ResultView:
 
 
 def root_causes(failed: list[CheckpointResult]) -> list[list[CheckpointResult]]:
-    """Failed checkpoints grouped by root cause (same exception at the same learner line,
-    same stuck site, same message), in checklist order: one diagnosis per group."""
+    """Failed checkpoints grouped by root cause, in checklist order: one diagnosis per
+    group.  A cause's identity is the pitfall named (its checks word the same mistake each
+    in their own way), else the harness's cause (the same exception at the same learner
+    line, the same stuck site, the same slowness), else the message itself."""
     groups: dict[str, list[CheckpointResult]] = {}
     for cp in failed:
-        key = cp.cause or (f"{cp.pitfall}|{cp.message}" if cp.message else cp.id)
+        key = (f"pitfall {cp.pitfall}" if cp.pitfall else
+               f"cause {cp.cause}" if cp.cause else
+               f"message {cp.message}" if cp.message else cp.id)
         groups.setdefault(key, []).append(cp)
     return list(groups.values())
 
