@@ -102,8 +102,9 @@ class Runs:
         self._watchers: dict[str, asyncio.Task] = {}
         self._progress_task: asyncio.Task | None = None
         self._cards = cards_of()
+        data = progress.load()
         for pid, ch in self.channels.items():
-            ch.last_key = _key(last_of(pid))
+            ch.last_key = _recorded_key(data, pid)
         self._cancel = threading.Event()     # set on shutdown: stop every run
         self._threads: list[threading.Thread] = []
 
@@ -186,11 +187,14 @@ class Runs:
     def refresh(self) -> None:
         """Progress or a learner file changed (a check in the terminal, a save, a hint
         opened): send every open page what changed, on the loop thread."""
+        data = progress.load()
         for pid, ch in self.channels.items():
-            if ch.running:
-                continue  # its own result is on the way
+            key = _recorded_key(data, pid)
+            if ch.running or key == ch.last_key:
+                continue  # its own result is on the way, or nothing new was recorded
+            ch.last_key = key
             last = self.last_of(pid)
-            if last is not None and _key(last) != ch.last_key:
+            if last is not None:
                 ch.push({"type": "last", "transient": True, **last})
         cards = self.cards_of()
         if cards != self._cards:
@@ -251,5 +255,8 @@ class Runs:
             t.join(5)
 
 
-def _key(last: dict | None) -> list | None:
-    return list(last["key"]) if last and last.get("key") is not None else None
+def _recorded_key(data: dict, problem_id: str) -> list | None:
+    """What tells the problem's last recorded check from another (JSON's list, as the
+    events carry it)."""
+    key = progress.check_key(progress.entry(data, problem_id))
+    return list(key) if key else None
