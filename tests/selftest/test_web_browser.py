@@ -13,19 +13,12 @@ from pathlib import Path
 import pytest
 
 from tests.selftest import web_fixtures
-from tests.selftest.web_fixtures import browser  # noqa: F401 - a fixture
+from tests.selftest.web_fixtures import browser, server  # noqa: F401 - fixtures
 from tests.selftest.conftest import cli
 from workbook import ROOT, manifest, view
 
 SHOTS = ROOT / ".workbook" / "screenshots"
 P01 = manifest.get("p01")
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = web_fixtures.start(tmp_path_factory.mktemp("web-browser"))
-    yield s
-    web_fixtures.stop_proc(s.proc)
 
 
 @pytest.fixture(scope="module")

@@ -14,18 +14,11 @@ import pytest
 from tests.selftest import web_fixtures
 from tests.selftest.conftest import cli
 from tests.selftest.test_captured_output import FAKE, printing_file
-from tests.selftest.web_fixtures import browser  # noqa: F401 - a fixture
+from tests.selftest.web_fixtures import browser, server  # noqa: F401 - fixtures
 from workbook import manifest
 
 P01 = manifest.get("p01")
 FAILED_DONE = "done, but the last check failed"
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = web_fixtures.start(tmp_path_factory.mktemp("web-progress"))
-    yield s
-    web_fixtures.stop_proc(s.proc)
 
 
 @pytest.fixture(scope="module")

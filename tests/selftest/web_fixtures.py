@@ -47,6 +47,14 @@ def browser():
         b.close()
 
 
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, request):
+    """A real ``./check.sh serve`` for the module that imports this fixture."""
+    s = start(tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1]))
+    yield s
+    stop_proc(s.proc)
+
+
 @dataclass
 class Server:
     proc: subprocess.Popen
