@@ -85,13 +85,14 @@ class ResultView:
 
 def root_causes(failed: list[CheckpointResult]) -> list[list[CheckpointResult]]:
     """Failed checkpoints grouped by root cause, in checklist order: one diagnosis per
-    group.  A cause's identity is the pitfall named (its checks word the same mistake each
-    in their own way), else the harness's cause (the same exception at the same learner
-    line, the same stuck site, the same slowness), else the message itself."""
+    group.  A cause's identity is the harness's cause where it found one (the same
+    exception at the same learner line, the same stuck site, the same slowness: certain),
+    else the pitfall named (its checks word the same mistake each in their own way), else
+    the message itself."""
     groups: dict[str, list[CheckpointResult]] = {}
     for cp in failed:
-        key = (f"pitfall {cp.pitfall}" if cp.pitfall else
-               f"cause {cp.cause}" if cp.cause else
+        key = (f"cause {cp.cause}" if cp.cause else
+               f"pitfall {cp.pitfall}" if cp.pitfall else
                f"message {cp.message}" if cp.message else cp.id)
         groups.setdefault(key, []).append(cp)
     return list(groups.values())
