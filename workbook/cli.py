@@ -161,9 +161,15 @@ def cmd_check(problem_id: str, argv: list[str]) -> int:
             console.print(render.pythons_view(each))
         results.append(combined)
     for i in range(0 if args.pythons else args.repeat):
+        live = console.is_terminal and not args.json and args.repeat == 1
+        if args.repeat > 1 and not args.json and console.is_terminal:
+            # a spinner, never a silent run: each of N runs takes seconds
+            failed = sum(not r.passed for r in results)
+            with console.status(f"run {i + 1}/{args.repeat}… ({failed} failed so far)"):
+                results.append(run_check(problem, target))
+            continue
         if args.repeat > 1 and not args.json:
             console.print(f"run {i + 1}/{args.repeat}…", end="\r")
-        live = console.is_terminal and not args.json and args.repeat == 1
         results.append(live_check(problem, target) if live else run_check(problem, target))
     last = results[-1]
     learner = is_learner_file(problem, target)  # only checks of mine/ change progress

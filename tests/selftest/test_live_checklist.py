@@ -79,3 +79,12 @@ def test_piped_output_is_the_final_report_only():
     assert "checking…" not in out.stdout and "importing the file…" not in out.stdout
     assert "\x1b[" not in out.stdout
     assert out.stdout.count("P01 · OutputSink") == 1
+
+
+def test_repeat_on_a_terminal_turns_a_spinner_through_every_run():
+    chunks = _run_on_a_terminal("p04", "--solution", "--repeat", "2")
+    text = "".join(ANSI.sub("", c) for _, c in chunks)
+    assert "0 of 2 runs failed" in text, text[-2000:]
+    assert "run 1/2… (0 failed so far)" in text and "run 2/2…" in text, text[-2000:]
+    stamps = [t for t, _ in chunks]
+    assert max(b - a for a, b in zip(stamps, stamps[1:])) < 1.0  # never a silent run
