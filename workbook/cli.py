@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console
@@ -160,9 +161,15 @@ def cmd_check(problem_id: str, argv: list[str]) -> int:
             console.print(render.pythons_view(each))
         results.append(combined)
     for i in range(0 if args.pythons else args.repeat):
+        live = console.is_terminal and not args.json and args.repeat == 1
+        if args.repeat > 1 and not args.json and console.is_terminal:
+            # a spinner, never a silent run: each of N runs takes seconds
+            failed = sum(not r.passed for r in results)
+            with console.status(f"run {i + 1}/{args.repeat}… ({failed} failed so far)"):
+                results.append(run_check(problem, target))
+            continue
         if args.repeat > 1 and not args.json:
             console.print(f"run {i + 1}/{args.repeat}…", end="\r")
-        live = console.is_terminal and not args.json and args.repeat == 1
         results.append(live_check(problem, target) if live else run_check(problem, target))
     last = results[-1]
     learner = is_learner_file(problem, target)  # only checks of mine/ change progress
@@ -171,7 +178,11 @@ def cmd_check(problem_id: str, argv: list[str]) -> int:
         advice = progress.repeat_advice(progress.record_check(problem.id, last), last,
                                         problem.id)
     if args.json:
-        console.print_json(json.dumps(_json(results)))
+        doc = _json(results)
+        if learner:  # added: the problem's status after this check, as `status` says it
+            doc["status"] = progress.status_text(progress.entry(progress.load(), problem.id),
+                                                 target)
+        console.print_json(json.dumps(doc))
     elif args.repeat > 1:
         console.print(render.repeat_view(results, problem))
     else:
@@ -276,7 +287,11 @@ def cmd_watch(problem: manifest.Problem, target: Path) -> int:
     previous = signal.signal(signal.SIGINT, on_sigint)
     try:
         check_once()
-        for changes in watchfiles.watch(target.parent, debounce=200, rust_timeout=500,
+        from workbook.tuning import WATCH_GROUP_MS, WATCH_QUIET_MS
+        # A burst of saves is one check: the changes are yielded once the file has been
+        # quiet for WATCH_QUIET_MS (watchfiles' ``step``), or after WATCH_GROUP_MS.
+        for changes in watchfiles.watch(target.parent, debounce=WATCH_GROUP_MS,
+                                        step=WATCH_QUIET_MS, rust_timeout=500,
                                         yield_on_timeout=True, stop_event=stop,
                                         raise_interrupt=False,
                                         watch_filter=lambda _c, path: Path(path) == target):
@@ -304,7 +319,8 @@ def _json(results: list[Result]) -> dict:
     seen = view.result_view(shown, problem, hints_seen=progress.hints_seen(problem.id))
     doc["panels"] = [{"title": p.title, "message": p.message, "looks_like": p.looks_like,
                       "checkpoints": p.checkpoints, "hint": p.hint, "section": p.section,
-                      "kind": p.kind} for p in seen.panels]
+                      "kind": p.kind, "outputs": [asdict(o) for o in p.outputs]}
+                     for p in seen.panels]
     doc["blocker"] = seen.blocker
     if len(results) > 1:
         doc["runs"], doc["failed_runs"] = len(results), len(failed)
@@ -314,7 +330,8 @@ def _json(results: list[Result]) -> dict:
         doc["pitfall_runs"] = dict(named)  # in how many runs each pitfall was named
         doc["each_run"] = [{"seconds": round(r.seconds, 2),
                             "stuck": sum(cp.stuck for cp in r.checkpoints),
-                            "failed": [cp.id for cp in r.checkpoints if cp.status != "passed"],
+                            # an extension not attempted is not a failure
+                            "failed": [cp.id for cp in r.checkpoints if cp.status == "failed"],
                             "import_error": r.import_error is not None} for r in results]
         doc["stuck_verdicts"] = sum(each["stuck"] for each in doc["each_run"])
     return doc

@@ -178,6 +178,7 @@ def pytest_runtest_protocol(item, nextitem):
     marker = item.get_closest_marker("checkpoint")
     _STATE["current"] = marker.args[0] if marker else None
     _STATE["outcome"] = None
+    _STATE["captured"] = ""
     _STATE["started"] = time.monotonic()
     check = item.stash[_CHECK] = testkit.begin_check()
     watchdog = _STATE.get("watchdog")
@@ -194,6 +195,8 @@ def pytest_runtest_protocol(item, nextitem):
     outcome = _STATE["outcome"] or {"outcome": "passed"}
     if check.verdicts:
         outcome["stuck"] = len(check.verdicts)
+    if outcome["outcome"] == "failed" and _STATE["captured"]:
+        outcome["output"] = records.cap_output(_STATE["captured"])
     _emit(records.TestDone(checkpoint=_STATE["current"], nodeid=item.nodeid,
                            seconds=round(time.monotonic() - _STATE["started"], 3), **outcome))
 
@@ -202,6 +205,9 @@ def pytest_runtest_protocol(item, nextitem):
 def pytest_runtest_makereport(item, call):
     result = yield
     report = result.get_result()
+    # What the test's code printed so far (a phase's report holds every earlier phase's
+    # capture too, so the last one holds all): the learner's output, shown with a failure.
+    _STATE["captured"] = _captured(report)
     if report.failed and _STATE.get("outcome") is None and call.excinfo is not None:
         _STATE["outcome"] = _classify(call.excinfo, report.when,
                                       item.stash.get(_CHECK, None))
@@ -210,11 +216,27 @@ def pytest_runtest_makereport(item, call):
                              if call.excinfo else ""), "pitfall": None}
 
 
+def _captured(report) -> str:
+    """The stdout, stderr and log records pytest captured during a test, each part labelled
+    when there is more than one."""
+    parts = [(name, text) for name, text in (("stdout", report.capstdout),
+                                             ("stderr", report.capstderr),
+                                             ("log", report.caplog)) if text]
+    if len(parts) == 1 and parts[0][0] == "stdout":
+        return parts[0][1]
+    return "".join(f"[{name}]\n{text}" + ("" if text.endswith("\n") else "\n")
+                   for name, text in parts)
+
+
 def _classify(excinfo, when: str, check: testkit.CheckLog | None) -> dict:
     """The record of a failed test: the stuck verdict is the one its exception carries
     (``testkit.Stuck``); a failure the test worded itself after a wait that only answered
     False takes the last verdict in the test's own log."""
     out = _classify_plain(excinfo, when)
+    timed = getattr(excinfo.value, "timed_out", None)
+    if timed is not None and timed.slow and not timed.spinning and out["outcome"] == "failed":
+        # One root cause however many checks it slowed down: the learner's code sleeps.
+        out["cause"] = "slow: asleep in time.sleep"
     recorded = check.verdicts if check is not None else []
     verdict = getattr(excinfo.value, "verdict", None) or (recorded[-1] if recorded else None)
     if verdict is not None and not verdict.sites:

@@ -73,9 +73,10 @@ def file_hash(file: str | Path) -> str | None:
 
 
 def record_attempt(problem_id: str, passed: int, total: int, *, ok: bool | None = None,
-                   sha256: str | None = None, source: str | None = None) -> dict | None:
-    """Keep the tally of the last check (and what it was run on); the previous one is
-    returned (None if there was none)."""
+                   sha256: str | None = None, source: str | None = None,
+                   result: dict | None = None) -> dict | None:
+    """Keep the tally of the last check (and what it was run on, and its whole result when
+    given); the previous one is returned (None if there was none)."""
     with _update() as data:
         e = data["problems"].setdefault(problem_id, {})
         previous = e.get("last_check")
@@ -86,6 +87,8 @@ def record_attempt(problem_id: str, passed: int, total: int, *, ok: bool | None 
             last["sha256"] = sha256
         if source is not None:
             last["source"] = source  # "terminal" or "page"
+        if result is not None:
+            last["result"] = result  # what the page shows as the last result
         e["last_check"] = last
         return previous
 
@@ -97,10 +100,58 @@ def record_check(problem_id: str, result: Result, *, source: str = "terminal") -
     says "done, but the last check failed".  Returns the previous last check."""
     passed = sum(cp.status == "passed" for cp in result.checkpoints)
     previous = record_attempt(problem_id, passed, len(result.checkpoints), ok=result.passed,
-                              sha256=file_hash(result.file), source=source)
+                              sha256=file_hash(result.file), source=source,
+                              result=stored_result(result))
     if result.passed:
         mark_done(problem_id, shown_path(result.file))
     return previous
+
+
+def stored_result(result: Result) -> dict:
+    """``result`` as the progress file keeps it (each output capped as in a record)."""
+    from dataclasses import asdict
+
+    from workbook.records import cap_output
+    return {"file": result.file, "import_error": result.import_error,
+            "incomplete": result.incomplete, "seconds": round(result.seconds, 3),
+            "checkpoints": [{**asdict(cp), "output": cap_output(cp.output) if cp.output
+                             else None} for cp in result.checkpoints]}
+
+
+def last_result(problem_id: str, e: dict) -> Result | None:
+    """The last check's whole result, as ``record_check`` kept it; None when it kept none
+    (a check recorded before results were kept, or none at all)."""
+    from dataclasses import fields
+
+    from workbook.run import CheckpointResult, Result
+    stored = (e.get("last_check") or {}).get("result")
+    if not isinstance(stored, dict):
+        return None
+    names = {f.name for f in fields(CheckpointResult)}
+    try:
+        cps = [CheckpointResult(**{k: v for k, v in cp.items() if k in names})
+               for cp in stored["checkpoints"]]
+        return Result(problem_id, str(stored["file"]), cps,
+                      import_error=stored.get("import_error"),
+                      incomplete=bool(stored.get("incomplete")),
+                      seconds=float(stored.get("seconds") or 0.0))
+    except (KeyError, TypeError, ValueError):  # a file edited by hand: no last result
+        return None
+
+
+def check_key(e: dict) -> tuple | None:
+    """What tells one recorded check from another (for noticing a new one)."""
+    last = e.get("last_check")
+    if not last:
+        return None
+    return (last.get("at"), last.get("source"), last.get("sha256"), last.get("passed"),
+            last.get("total"), last.get("ok"))
+
+
+def when(at: str) -> str:
+    """A recorded time as people read it here: '05:40' today, '12-01 05:40' another day."""
+    at = str(at or "")
+    return at[11:16] if at[:10] == time.strftime("%Y-%m-%d") else at[5:16]
 
 
 def last_failed(e: dict) -> bool:
@@ -132,8 +183,19 @@ def status_text(e: dict, file: str | Path | None = None) -> str:
 
 
 def repeat_advice(previous: dict | None, result: Result, problem_id: str) -> str | None:
-    """When this check's outcome differs from the last one's: a race passes by luck, so
-    suggest ``--repeat``.  None when nothing changed, or there was no check before."""
+    """What to say after a recorded check: when its outcome differs from the last one's, a
+    race passes by luck, so suggest ``--repeat``; when it failed on a problem marked done,
+    say that the problem stays done but its status now says the last check failed.  None
+    when there is nothing to say."""
+    advice = _outcome_changed(previous, result, problem_id)
+    if not result.passed and entry(load(), problem_id).get("done_at"):
+        stays = (f"{problem_id} stays marked done (it passed before), but its status is now "
+                 f"“done, but the last check failed” (./check.sh status).")
+        advice = f"{advice} {stays}" if advice else stays
+    return advice
+
+
+def _outcome_changed(previous: dict | None, result: Result, problem_id: str) -> str | None:
     if not previous or previous.get("ok") is None or previous["ok"] == result.passed:
         return None
     same = previous.get("sha256") is not None and previous["sha256"] == file_hash(result.file)

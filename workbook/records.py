@@ -16,8 +16,12 @@ from typing import IO, Iterator, Union, get_args
 
 from workbook.errors import ReportError
 
-#: The version of the records below: raise it when a field changes meaning or goes away.
-SCHEMA = 1
+#: The version of the records below: raise it when a field changes meaning or goes away
+#: (2: ``TestDone.output``, what the learner's code printed during a failed test).
+SCHEMA = 2
+#: The most of a failed test's captured output a record carries (characters; its head and
+#: tail are kept, see ``cap_output``), as notes are capped per test.
+OUTPUT_MAX = 2000
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,7 @@ class TestDone:
     cause: str | None = None         # failures with the same cause share one diagnosis
     stuck: int = 0                   # the stuck detector's verdicts in this test
     pytest_outcome: str | None = None  # "passed" | "failed": pytest's own, set by the grader
+    output: str | None = None        # what the learner's code printed (failed tests only)
     event: str = field(default="test", init=False)
 
     __test__ = False  # not a pytest test class
@@ -96,6 +101,16 @@ class End:
 Record = Union[Start, ImportFailed, Collected, Item, TestDone, Note, Tampered, End]
 BY_EVENT: dict[str, type] = {cls.event: cls  # type: ignore[attr-defined]
                              for cls in get_args(Record)}
+
+
+def cap_output(text: str, limit: int = OUTPUT_MAX) -> str:
+    """``text`` cut to at most about ``limit`` characters: its first third and its last two
+    thirds kept (the start says what ran, the end what happened just before the failure),
+    with a line saying how much was left out between them."""
+    if len(text) <= limit:
+        return text
+    head, tail = text[:limit // 3], text[-(limit - limit // 3):]
+    return f"{head}\n… {len(text) - len(head) - len(tail)} characters left out …\n{tail}"
 
 
 def from_dict(data: dict) -> Record:

@@ -95,7 +95,21 @@ def panel_view(problem_id: str, panel: view.Panel) -> RenderableType:
     body.append("\nRead: ", style="bold").append(
         f"hint level {panel.hint} ({hint_command}) · "
         f"book section “{panel.section}” ({book_command})")
+    for i, out in enumerate(panel.outputs):  # the first in full, the others shorter
+        body.append("\n").append_text(output_view(
+            out, alone=len(panel.checkpoints) == 1,
+            lines=view.OUTPUT_LINES if i == 0 else view.OUTPUT_LINES_MORE))
     return Panel(body, title=panel.title, title_align="left", border_style="red")
+
+
+def output_view(out: view.Output, *, alone: bool, lines: int = view.OUTPUT_LINES) -> Text:
+    """'Your output': what the learner's code printed, a few lines of it, each behind a bar
+    so that nothing printed can pass for the checker's own lines."""
+    during = "this check" if alone else f"“{out.title}”"
+    text = Text(f"Your output (printed by your code during {during}):", style="bold")
+    for line in view.output_excerpt(out.text, lines):
+        text.append("\n  │ ", style="dim").append(line, style="dim")
+    return text
 
 
 def diagnosis(group, problem: manifest.Problem, *, seen: int | None = None) -> RenderableType:
@@ -197,11 +211,8 @@ def problems_view(progress: dict, *, with_progress: bool) -> Table:
 
 def _last_check(last: dict) -> str:
     """'5/6 05:40' (today), '5/6 12-01 05:40' (another day), '(page)' when run there."""
-    import time
-    at = str(last.get("at", ""))
-    when = at[11:16] if at[:10] == time.strftime("%Y-%m-%d") else at[5:16]
     page = " (page)" if last.get("source") == "page" else ""
-    return f"{last['passed']}/{last['total']} {when}{page}"
+    return f"{last['passed']}/{last['total']} {progress_mod.when(last.get('at'))}{page}"
 
 
 def learner_file(problem: manifest.Problem):

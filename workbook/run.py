@@ -35,6 +35,7 @@ class CheckpointResult:
     notes: list[str] = field(default_factory=list)
     cause: str | None = None  # failures with the same cause share one diagnosis
     stuck: int = 0  # stuck verdicts of the stuck detector in this checkpoint's tests
+    output: str | None = None  # what the learner's code printed in the failure shown
 
 
 @dataclass
@@ -209,6 +210,7 @@ def _checkpoint_status(cp: manifest.Checkpoint, runs: list[records.TestDone],
         result.message = first.message
         result.pitfall = first.pitfall
         result.cause = first.cause
+        result.output = first.output
     elif missing and not runs and expected is None and not killed:
         result.message = "no test checks this checkpoint (harness defect)"
     elif missing:

@@ -88,3 +88,12 @@ QUIET_SWITCHES = 2
 #: every millisecond reaches 50 in about 60 ms.
 SPIN_CPU = 0.1
 SPIN_SWITCHES = 50
+
+# -- --watch and the page's "re-run when saved" ---------------------------------------------
+
+#: Milliseconds a watched file must stay unchanged after a save before it is checked: saves
+#: closer together than this (an editor's save-all, a formatter rewriting the file just
+#: saved) are one check, not one each.  Short enough not to be felt.
+WATCH_QUIET_MS = 300
+#: The longest a stream of saves is grouped before a check starts anyway (milliseconds).
+WATCH_GROUP_MS = 1600

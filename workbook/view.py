@@ -10,6 +10,7 @@ only draw it: neither decides anything of its own.
 from __future__ import annotations
 
 import shlex
+import unicodedata
 from dataclasses import asdict, dataclass, field
 
 from workbook import manifest, shown_path
@@ -38,6 +39,17 @@ class Row:
 
 
 @dataclass(frozen=True)
+class Output:
+    """What the learner's code printed during one failed checkpoint ("Your output", as
+    exercism shows it): the learner's data, drawn as plain text under that label and never
+    as the checker's words (control characters are shown as escapes, so a printed colour
+    code or carriage return cannot redraw the report)."""
+    checkpoint: str
+    title: str
+    text: str
+
+
+@dataclass(frozen=True)
 class Panel:
     """One root cause: its message once, then every checkpoint it affects.
 
@@ -52,6 +64,7 @@ class Panel:
     same_cause: list[str] = field(default_factory=list)  # titles, when more than one
     hint: int = 1                       # the hint level to read
     section: str = ""                   # the book section to read (as the manifest names it)
+    outputs: list[Output] = field(default_factory=list)  # what the learner's code printed
 
 
 @dataclass(frozen=True)
@@ -71,13 +84,44 @@ class ResultView:
 
 
 def root_causes(failed: list[CheckpointResult]) -> list[list[CheckpointResult]]:
-    """Failed checkpoints grouped by root cause (same exception at the same learner line,
-    same stuck site, same message), in checklist order: one diagnosis per group."""
+    """Failed checkpoints grouped by root cause, in checklist order: one diagnosis per
+    group.  A cause's identity is the harness's cause where it found one (the same
+    exception at the same learner line, the same stuck site, the same slowness: certain),
+    else the pitfall named (its checks word the same mistake each in their own way), else
+    the message itself."""
     groups: dict[str, list[CheckpointResult]] = {}
     for cp in failed:
-        key = cp.cause or (f"{cp.pitfall}|{cp.message}" if cp.message else cp.id)
+        key = (f"cause {cp.cause}" if cp.cause else
+               f"pitfall {cp.pitfall}" if cp.pitfall else
+               f"message {cp.message}" if cp.message else cp.id)
         groups.setdefault(key, []).append(cp)
     return list(groups.values())
+
+
+def shown_output(text: str) -> str:
+    """Printed output made safe to show: every control or format character but newline and
+    tab becomes its escape (``\\x1b``, ``\\r``, ``\\u202e``)."""
+    return "".join(ch if ch in "\n\t" or not unicodedata.category(ch).startswith("C")
+                   else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
+#: The terminal shows at most this many lines of a checkpoint's output (the page folds all),
+#: fewer for each further checkpoint of the same panel.
+OUTPUT_LINES, OUTPUT_LINES_MORE, OUTPUT_WIDTH = 8, 4, 160
+
+
+def output_excerpt(text: str, lines: int = OUTPUT_LINES, width: int = OUTPUT_WIDTH) -> list[str]:
+    """The lines of an output the terminal shows: all of a short one, else the first two
+    and the last ones with a line saying how many were left out between; each line cut to
+    ``width``."""
+    all_lines = text.rstrip("\n").split("\n")
+    if len(all_lines) > lines:
+        head = 2 if lines > 4 else 1
+        tail = lines - head - 1
+        left = len(all_lines) - head - tail
+        all_lines = all_lines[:head] + [f"… {left} more lines (all of them: on the page, "
+                                        f"or in --json) …"] + all_lines[-tail:]
+    return [ln if len(ln) <= width else ln[:width - 1] + "…" for ln in all_lines]
 
 
 def hint_to_read(level: int, seen: int) -> int:
@@ -143,9 +187,11 @@ def panel(group: list[CheckpointResult], problem: manifest.Problem, *, file: str
     if seen is not None:
         hint = hint_to_read(hint, seen)
     more = f" (+{len(group) - 1} more)" if len(group) > 1 else ""  # kept whole when fitted
+    outputs = [Output(c.id, c.title, shown_output(c.output)) for c in group
+               if getattr(c, "output", None)]
     return Panel("diagnosis", f"✗ {title_fit(cp.title, 72 - len(more))}{more}", ids, cp.message or "failed",
                  looks_like, cp.pitfall, [c.title for c in group] if len(group) > 1 else [],
-                 hint, section)
+                 hint, section, outputs)
 
 
 def read_commands(problem_id: str, panel: Panel) -> tuple[str, str]:

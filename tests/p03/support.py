@@ -149,11 +149,12 @@ def wait_parked(thread: threading.Thread, what: str, *, q: object = None,
         busy = spinning(thread, first)
         if busy is not None:
             spot = where(thread)
+            named = spinner_pitfall(thread, pitfall)
             interrupt_thread(thread)  # stop a spinner: it may be holding the lock
             fail(f"{what} should wait with the lock released, but in "
                  f"{time.monotonic() - started:.2f} s it used {busy[0]:.3f} s of CPU and woke "
                  f"up {busy[1]} times without returning: it spins or polls instead of waiting "
-                 f"(it is in {spot})", pitfall=pitfall)
+                 f"(it is in {spot})", pitfall=named)
         return False
 
     # Every thread at rest with nothing pending is this wait's goal, not a failure of it.
@@ -215,6 +216,61 @@ def finish(thread: DaemonThread, what: str, *, pitfall: str | None = None,
     return thread.result
 
 
+def _queue_in(value: object, depth: int = 3) -> object | None:
+    """The queue a thread's call works on: the object of a bound method, or one found in
+    its arguments, a function's defaults or its closure's cells (a test's lambda,
+    ``run_hooked``'s function)."""
+    if hasattr(value, "take") and hasattr(value, "put") and hasattr(type(value), "__len__"):
+        return value
+    if depth == 0:
+        return None
+    inner: list = []
+    if isinstance(value, (tuple, list)):
+        inner = list(value)
+    elif isinstance(value, dict):
+        inner = list(value.values())
+    elif callable(value):
+        inner = [getattr(value, "__self__", None), *(getattr(value, "__defaults__", None) or ()),
+                 *(c.cell_contents for c in (getattr(value, "__closure__", None) or ())
+                   if _filled(c))]
+    for item in inner:
+        found = _queue_in(item, depth - 1)
+        if found is not None:
+            return found
+    return None
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:  # an empty cell
+        return False
+    return True
+
+
+#: What a call that polls with the queue's lock released breaks: the contract's rule (a wrong
+#: variant of that name), not the pitfall of sleeping while holding the lock.
+POLLS = "sleeps_instead_of_waiting"
+
+
+def spinner_pitfall(thread: threading.Thread, pitfall: str | None) -> str | None:
+    """The pitfall to name for ``thread``, seen spinning or polling: "spin_holding_lock"
+    only while another thread cannot take the queue's lock meanwhile (``len()`` from a probe
+    thread parks); a queue whose lock the spinner lets go of polls (``POLLS``).  A call not
+    made on a queue method (no queue to probe) keeps ``pitfall``."""
+    if pitfall != "spin_holding_lock" or not isinstance(thread, DaemonThread):
+        return pitfall
+    q = _queue_in(thread._call)
+    if q is None:
+        return pitfall
+    probe = start_daemon(len, q, name="len() beside a spinner")
+    still = Quiet(probe)
+    deadline = time.monotonic() + BOUND
+    while probe.is_alive() and still.since() < 2 * QUIET_WINDOW and time.monotonic() < deadline:
+        time.sleep(QUIET_WINDOW / 5)  # a bounded look at the probe's state, not a proof
+    return POLLS if not probe.is_alive() and probe.error is None else pitfall
+
+
 def settle(thread: threading.Thread, what: str, *,
            pitfall: str | None = "spin_holding_lock") -> None:
     """Wait until ``thread`` has nothing left to do: it finished, or it is parked.  Fails
@@ -228,10 +284,11 @@ def settle(thread: threading.Thread, what: str, *,
         busy = spinning(thread, first)
         if busy is not None:
             spot = where(thread)
+            named = spinner_pitfall(thread, pitfall)
             interrupt_thread(thread)
-            fail(f"{what}: it neither returned nor parked, but used {busy[0]:.3f} s of CPU and "
-                 f"woke up {busy[1]} times: it spins or polls instead of waiting (it is in "
-                 f"{spot})", pitfall=pitfall)
+            fail(f"{what}: instead of returning or going to sleep until woken, it used "
+                 f"{busy[0]:.3f} s of CPU and woke up {busy[1]} times: it spins or polls "
+                 f"(it is in {spot})", pitfall=named)
         return False
 
     wait_until(settled, what=what, pitfall=pitfall, rest_is_success=True)

@@ -63,6 +63,13 @@ def test_each_checkpoint_ticks_while_the_check_runs_with_a_spinner_on_the_runnin
     assert sum(text.count(s) for s in "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏") >= 5
     # The final report is printed once, after the live drawing (which is erased).
     assert text.count("P01 · OutputSink") == 1
+    # Never silent: from its first drawing to its report the terminal is redrawn ten times
+    # a second (0.11-0.27 s the longest silence at load 11; it was the whole run, 4-9 s).
+    # The bound leaves room for a box crowded by the selftest itself (0.54 s seen once).
+    stamps = [t for t, _ in chunks]
+    silence = max(b - a for a, b in zip(stamps, stamps[1:]))
+    print(f"\nfirst output after {stamps[0]:.2f} s, longest silence {silence:.3f} s")
+    assert silence < 1.0, [round(b - a, 3) for a, b in zip(stamps, stamps[1:])]
 
 
 def test_piped_output_is_the_final_report_only():
@@ -72,3 +79,12 @@ def test_piped_output_is_the_final_report_only():
     assert "checking…" not in out.stdout and "importing the file…" not in out.stdout
     assert "\x1b[" not in out.stdout
     assert out.stdout.count("P01 · OutputSink") == 1
+
+
+def test_repeat_on_a_terminal_turns_a_spinner_through_every_run():
+    chunks = _run_on_a_terminal("p04", "--solution", "--repeat", "2")
+    text = "".join(ANSI.sub("", c) for _, c in chunks)
+    assert "0 of 2 runs failed" in text, text[-2000:]
+    assert "run 1/2… (0 failed so far)" in text and "run 2/2…" in text, text[-2000:]
+    stamps = [t for t, _ in chunks]
+    assert max(b - a for a, b in zip(stamps, stamps[1:])) < 1.0  # never a silent run

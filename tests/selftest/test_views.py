@@ -72,6 +72,28 @@ def test_one_panel_per_root_cause_on_both():
     assert_same_panels(result, P01)
 
 
+def test_checks_that_word_one_pitfall_or_one_slowness_differently_share_a_panel():
+    # Issue 23.3: per_put_wakeup showed 4 panels, polling 5, each check wording the same
+    # mistake its own way; a queue that sleeps in every call, 5 (one per slowed check).
+    result = Result("p01", str(P01.solution_file), [
+        _cp(0, status="passed"),
+        _cp(1, message="expected 1 wakeup, got 3", pitfall="per_put_wakeup"),
+        _cp(2, message="slow, not stuck: asleep in time.sleep at f.py:9",
+            cause="slow: asleep in time.sleep"),
+        _cp(3, message="20000 wakeups for 109 calls", pitfall="per_put_wakeup"),
+        _cp(4, message="a burst of 5 puts scheduled 5 wakeups", pitfall="per_put_wakeup"),
+        _cp(5, message="slow, not stuck: asleep in time.sleep at f.py:12",
+            cause="slow: asleep in time.sleep"),
+    ])
+    shown = view.result_view(result, P01, hints_seen=0)
+    assert [p.checkpoints for p in shown.panels] == [
+        ["p01.one_wakeup", "p01.producers", "p01.pingpong"],
+        ["p01.timeout", "p01.injected_put"]], shown.panels
+    assert shown.panels[0].message == "expected 1 wakeup, got 3"
+    assert len(terminal_panels(terminal_text(result, P01))) == 2
+    assert_same_panels(result, P01)
+
+
 def test_the_comparison_fails_when_the_page_would_show_other_panels(monkeypatch):
     from workbook.web import app
     result = Result("p01", str(P01.solution_file), [

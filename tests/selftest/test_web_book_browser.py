@@ -12,7 +12,7 @@ import pytest
 
 from tests.selftest import web_fixtures
 from tests.selftest.conftest import cli
-from tests.selftest.web_fixtures import browser  # noqa: F401 - a fixture
+from tests.selftest.web_fixtures import browser, server  # noqa: F401 - fixtures
 from workbook import manifest
 
 NESTED = "pre pre, code pre, code div.highlight, pre div.highlight, div.highlight div.highlight"
@@ -25,13 +25,6 @@ def site(tmp_path_factory):
     done = cli("site", str(out))
     assert done.returncode == 0, done.stderr
     return out
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = web_fixtures.start(tmp_path_factory.mktemp("book-web"))
-    yield s
-    web_fixtures.stop_proc(s.proc)
 
 
 def _check_book_page(pg, name: str) -> None:

@@ -13,19 +13,12 @@ from pathlib import Path
 import pytest
 
 from tests.selftest import web_fixtures
-from tests.selftest.web_fixtures import browser  # noqa: F401 - a fixture
+from tests.selftest.web_fixtures import browser, server  # noqa: F401 - fixtures
 from tests.selftest.conftest import cli
 from workbook import ROOT, manifest, view
 
 SHOTS = ROOT / ".workbook" / "screenshots"
 P01 = manifest.get("p01")
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = web_fixtures.start(tmp_path_factory.mktemp("web-browser"))
-    yield s
-    web_fixtures.stop_proc(s.proc)
 
 
 @pytest.fixture(scope="module")
@@ -142,19 +135,6 @@ def test_focus_stays_on_the_timeline_buttons_at_its_first_and_last_step(page, se
     assert "tl-next" in page.evaluate(focused)
 
 
-def _run_from_page(page, *, timeout: float = 120) -> dict:
-    """Click "Run checks" and wait for the run's result event; return it."""
-    before = page.evaluate("window.__wb.events.filter(e => e.type === 'result').length")
-    page.click("#run")
-    page.wait_for_function(
-        f"window.__wb.events.filter(e => e.type === 'result').length > {before}",
-        timeout=timeout * 1000)
-    events = page.evaluate("window.__wb.events")
-    result = [e for e in events if e["type"] == "result"][-1]
-    run = [e for e in events if e.get("run") == result["run"]]
-    return {"result": result, "events": run}
-
-
 def _json_of(server, path: Path) -> dict:
     out = cli("p01", "--file", str(path), "--json", env=server.env())
     return json.loads(out.stdout)
@@ -174,7 +154,7 @@ def _same_report(page_doc: dict, cli_doc: dict) -> None:
 def test_checks_on_the_skeleton_show_the_not_implemented_line(page, server):
     page.goto(server.base + "/p01")
     page.wait_for_function("document.body.dataset.stream === 'open'")
-    got = _run_from_page(page)
+    got = web_fixtures.run_from_page(page)
     result = got["result"]
     assert result["skeleton"] and "still the skeleton" in result["line"]
     assert "not implemented" in result["line"]
@@ -209,7 +189,7 @@ def test_checks_on_a_correct_file_tick_every_checkpoint_one_by_one(page, server)
             window.__ticks[li.dataset.checkpoint] ??= Date.now() / 1000; });
         }).observe(document.getElementById('checklist'), {subtree: true, attributes: true});
     }""")
-    got = _run_from_page(page)
+    got = web_fixtures.run_from_page(page)
     result, events = got["result"], got["events"]
     failed = [(c["id"], c["message"]) for c in result["result"]["checkpoints"]
               if c["status"] != "passed"]
@@ -232,8 +212,11 @@ def test_checks_on_a_correct_file_tick_every_checkpoint_one_by_one(page, server)
           f"{statistics.median(lat) * 1000:.0f} ms, max {max(lat) * 1000:.0f} ms "
           f"over {len(lat)} checkpoints")
     assert lat[0] < 0.5, lat
-    # passing marked it done, as ./check.sh p01 does
+    # passing marked it done, as ./check.sh p01 does, and the navigation's mark says so
+    # without a reload
     assert "done" in status_row(server, "p01")
+    page.wait_for_function("!document.querySelector('header.site li[data-problem=p01] "
+                           ".done-mark').hidden")
 
 
 def test_a_pitfall_file_gets_the_same_diagnosis_as_the_cli_with_links(page, server):
@@ -242,7 +225,7 @@ def test_a_pitfall_file_gets_the_same_diagnosis_as_the_cli_with_links(page, serv
     shutil.copyfile(path, server.learner("p01"))
     page.goto(server.base + "/p01")
     page.wait_for_function("document.body.dataset.stream === 'open'")
-    result = _run_from_page(page)["result"]
+    result = web_fixtures.run_from_page(page)["result"]
     cli_doc = _json_of(server, server.learner("p01"))
     _same_report(result["result"], cli_doc)
     failed = [c for c in cli_doc["checkpoints"] if c["status"] == "failed"]
@@ -268,7 +251,7 @@ def test_a_syntax_error_is_one_block_with_its_caret_under_the_column(page, serve
                                      "        pass\n", "utf-8")
     page.goto(server.base + "/p01")
     page.wait_for_function("document.body.dataset.stream === 'open'")
-    result = _run_from_page(page)["result"]
+    result = web_fixtures.run_from_page(page)["result"]
     assert result["blocker"] == "import_error" and not result["diagnoses"]
     cli_out = cli("p01", "--file", str(server.learner("p01")), env=server.env()).stdout
     assert result["line"].splitlines()[1:] == [ln.rstrip() for ln in cli_out.splitlines()[2:4]]
@@ -288,7 +271,7 @@ def test_a_check_that_kills_its_own_process_loses_neither_file_nor_progress(page
     before = json.loads(server.progress.read_text())["problems"]["p01"]
     page.goto(server.base + "/p01")
     page.wait_for_function("document.body.dataset.stream === 'open'")
-    result = _run_from_page(page)["result"]
+    result = web_fixtures.run_from_page(page)["result"]
     assert not result["passed"] and result["result"]["incomplete"]
     assert any("did not finish" in (c["message"] or "") for c in result["result"]["checkpoints"])
     assert server.learner("p01").read_text("utf-8") == hostile

@@ -11,14 +11,7 @@ import urllib.request
 import pytest
 
 from tests.selftest import web_fixtures
-from tests.selftest.web_fixtures import browser  # noqa: F401 - a fixture
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = web_fixtures.start(tmp_path_factory.mktemp("web-security"))
-    yield s
-    web_fixtures.stop_proc(s.proc)
+from tests.selftest.web_fixtures import browser, server  # noqa: F401 - fixtures
 
 
 def _headers(server, path: str, *, token: bool = True) -> tuple[int, dict]:

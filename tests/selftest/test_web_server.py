@@ -7,15 +7,8 @@ import json
 import pytest
 
 from tests.selftest import web_fixtures
-from tests.selftest.web_fixtures import origin
+from tests.selftest.web_fixtures import origin, server  # noqa: F401 - a fixture
 from tests.selftest.conftest import cli
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = web_fixtures.start(tmp_path_factory.mktemp("web-server"))
-    yield s
-    web_fixtures.stop_proc(s.proc)
 
 
 def test_it_listens_on_loopback_only_and_prints_a_tokened_url(server):

@@ -7,7 +7,7 @@ import re
 
 from rich.console import Console
 
-from workbook import manifest, progress, render
+from workbook import manifest, progress, render, view
 from workbook.run import Result
 
 
@@ -53,6 +53,14 @@ def assert_same_panels(result: Result, problem: manifest.Problem) -> None:
         assert f"Read: hint level {d['hint']} " in flat and f"“{d['section']}”" in flat, body
         assert (f"Same cause in {len(d['same_cause'])} checkpoints" in flat) \
             == bool(d["same_cause"]), body
+        # "Your output": the page folds all of each checkpoint's; the terminal shows an
+        # excerpt of each, under the same label
+        assert flat.count("Your output (printed by your code during") \
+            == len(d["outputs"]), (body, d["outputs"])
+        for i, out in enumerate(d["outputs"]):
+            lines = view.OUTPUT_LINES if i == 0 else view.OUTPUT_LINES_MORE
+            for line in view.output_excerpt(out["text"], lines):
+                assert " ".join(line.split()) in flat, (line, body)
     for d in page["diagnoses"]:
         if d["kind"] == "missing":
             assert d["title"] in text, (text, d)

@@ -47,6 +47,14 @@ def browser():
         b.close()
 
 
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, request):
+    """A real ``./check.sh serve`` for the module that imports this fixture."""
+    s = start(tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1]))
+    yield s
+    stop_proc(s.proc)
+
+
 @dataclass
 class Server:
     proc: subprocess.Popen
@@ -137,3 +145,24 @@ def stop_proc(proc: subprocess.Popen) -> None:
 def origin(server: Server) -> dict:
     """The headers of a same-origin POST, as the page's own script sends it."""
     return {"Origin": server.base, "Content-Type": "application/json"}
+
+
+def run_from_page(page, *, timeout: float = 120) -> dict:
+    """Click "Run checks" and wait for the run's result event; return it."""
+    before = page.evaluate("window.__wb.events.filter(e => e.type === 'result').length")
+    page.click("#run")
+    page.wait_for_function(
+        f"window.__wb.events.filter(e => e.type === 'result').length > {before}",
+        timeout=timeout * 1000)
+    events = page.evaluate("window.__wb.events")
+    result = [e for e in events if e["type"] == "result"][-1]
+    run = [e for e in events if e.get("run") == result["run"]]
+    return {"result": result, "events": run}
+
+
+def open_page(context, server: Server, path: str):
+    """A new tab of ``context`` on ``path``, once its event stream is open."""
+    pg = context.new_page()
+    pg.goto(server.base + path)
+    pg.wait_for_function("document.body.dataset.stream === 'open'")
+    return pg

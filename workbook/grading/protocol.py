@@ -26,7 +26,7 @@ from workbook.records import (  # noqa: F401 - the protocol's records are the re
 #: One record must fit one atomic pipe write (PIPE_BUF is 4096 on Linux), signature included.
 RECORD_MAX = 3800
 #: Text fields are cut to these lengths before sending.
-_CAPS = {"message": 1500, "cause": 500, "text": 500, "file": 300}
+_CAPS = {"message": 1500, "cause": 500, "text": 500, "file": 300, "output": 600}
 
 
 #: A line or record that is not part of the protocol (or of this schema version).
@@ -53,7 +53,13 @@ def sign(key: bytes, seq: int, body: str) -> str:
 
 def encode(key: bytes, seq: int, record: Record) -> bytes:
     """One line ``MAC SEQ JSON`` (newline-framed on both sides, so junk before it is cut off)."""
-    body = json.dumps(to_dict(record), separators=(",", ":"), ensure_ascii=True)
+    data = to_dict(record)
+    body = json.dumps(data, separators=(",", ":"), ensure_ascii=True)
+    if len(body) > RECORD_MAX and data.get("output"):
+        # The learner's printed output is what gives way (escaped, non-ASCII text grows
+        # sixfold): the verdict's own fields travel whole.
+        data["output"] = None
+        body = json.dumps(data, separators=(",", ":"), ensure_ascii=True)
     if len(body) > RECORD_MAX:
         body = json.dumps({"event": record.event, "oversize": True}, separators=(",", ":"))
     return f"\n{sign(key, seq, body)} {seq} {body}\n".encode("ascii")

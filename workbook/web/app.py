@@ -55,6 +55,17 @@ def describe(problem: manifest.Problem, result: Result) -> dict:
             "done": bool(progress.entry(progress.load(), problem.id).get("done_at"))}
 
 
+def describe_check(problem: manifest.Problem, result: Result, card: pages.Card) -> dict:
+    """A recorded check as a page draws it: ``describe``, and when and where it ran, the
+    status it leaves and whether the file changed since (``card``: the problem's progress
+    now)."""
+    last = card.last_check or {}
+    return {**describe(problem, result), "at": last.get("at"), "source": last.get("source"),
+            "key": list(progress.check_key({"last_check": last}) or []) or None,
+            "last_line": card.last_line, "status": card.status, "state": card.state,
+            "changed": card.changed}
+
+
 #: Sent with every response (frames: both the old header and the CSP directive).
 SECURITY_HEADERS = [(b"x-frame-options", b"DENY"),
                     (b"content-security-policy", b"frame-ancestors 'none'"),
@@ -137,7 +148,28 @@ def create_app(*, token: str, port_of, mine: Path | None = None) -> Starlette:
     def file_of(problem: manifest.Problem) -> Path:
         return pages.learner_file(problem, mine)
 
-    runs = Runs(file_of, describe)
+    def last_of(problem_id: str) -> dict | None:
+        """The problem's last recorded check (the terminal's or a page's), as drawn."""
+        problem = manifest.get(problem_id)
+        data = progress.load()
+        result = progress.last_result(problem_id, progress.entry(data, problem_id))
+        if result is None:
+            return None
+        card = next(c for c in pages.cards(data, mine=mine) if c.id == problem_id)
+        return describe_check(problem, result, card)
+
+    def cards_of() -> list[dict]:
+        return [c.live() for c in pages.cards(mine=mine)]
+
+    runs = Runs(file_of, describe, last_of=last_of, cards_of=cards_of)
+
+    def snapshot(problem_id: str | None) -> dict:
+        """What a page that subscribes now is told first: the progress, and the problem's
+        last recorded check."""
+        now = {"cards": cards_of()}
+        if problem_id is not None:
+            now["last"] = last_of(problem_id)
+        return now
 
     def urls() -> dict:
         return {"mode": "serve", "index_url": "/", "page_url": lambda pid: f"/{pid}",
@@ -165,14 +197,16 @@ def create_app(*, token: str, port_of, mine: Path | None = None) -> Starlette:
         chapter = await asyncio.to_thread(pages.chapter, problem)
         hints = await asyncio.to_thread(pages.hints, problem)
         ch = runs.channel(problem.id)
+        last = await asyncio.to_thread(last_of, problem.id)
         data = {"problem": problem.id, "file": card.file, "hints_seen": card.hints_seen,
-                "done": card.done, "watching": ch.watching,
+                "done": card.done, "watching": ch.watching, "last": last,
                 "checkpoints": {cp.id: cp.title for cp in problem.checkpoints}}
+        rows = {r["id"]: r for r in (last or {}).get("rows", [])}
         page = env.get_template("problem.html").render(
             card=card, all_cards=cards, current=problem.id, chapter=chapter, hints=hints,
             checkpoints=problem.checkpoints, reference_file=shown_path(problem.solution_file),
             reference_html=pages.reference(problem) if card.done else "",
-            page_data=data, **urls())
+            last=last, last_rows=rows, icons=view.ICONS, page_data=data, **urls())
         return HTMLResponse(page)
 
     async def events(request):
@@ -181,13 +215,10 @@ def create_app(*, token: str, port_of, mine: Path | None = None) -> Starlette:
         except KeyError:
             return PlainTextResponse("no such problem", 404)
 
-        async def stream():
-            async for event in runs.channel(problem.id).follow():
-                yield f"data: {json.dumps(event)}\n\n"
+        return _stream(runs.channel(problem.id), lambda: snapshot(problem.id))
 
-        return StreamingResponse(stream(), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-store",
-                                          "X-Accel-Buffering": "no"})
+    async def everywhere(request):  # the pages of no problem: progress only
+        return _stream(runs.everywhere, lambda: snapshot(None))
 
     async def run(request):
         try:
@@ -219,12 +250,12 @@ def create_app(*, token: str, port_of, mine: Path | None = None) -> Starlette:
     async def mark_done(request):
         problem = problem_of(request)
         await asyncio.to_thread(progress.mark_done, problem.id, shown_path(file_of(problem)))
-        return JSONResponse({"ok": True, "done": True})
+        return JSONResponse({"ok": True, "done": True, **pages.card(problem.id, mine).live()})
 
     async def undo_done(request):
         problem = problem_of(request)
         await asyncio.to_thread(progress.unmark_done, problem.id)
-        return JSONResponse({"ok": True, "done": False})
+        return JSONResponse({"ok": True, "done": False, **pages.card(problem.id, mine).live()})
 
     async def reference(request):
         problem = problem_of(request)
@@ -263,6 +294,7 @@ def create_app(*, token: str, port_of, mine: Path | None = None) -> Starlette:
         Route("/", index),
         Route("/static/{name:str}", static),
         Route("/api/status", status),
+        Route("/events", everywhere),
         *(Route(f"/{name}", extra_page) for name in pages.EXTRA_TITLES),
         Route(f"/{PROBLEM}", problem_page),
         Route(f"/{PROBLEM}/events", events),
@@ -275,6 +307,9 @@ def create_app(*, token: str, port_of, mine: Path | None = None) -> Starlette:
     ]
     @contextlib.asynccontextmanager
     async def lifespan(_app):
+        # A check run in the terminal, a save, a hint opened: every open page hears of it.
+        runs.watch_progress([progress.path(), *(file_of(p) for p in
+                                                manifest.problems().values())])
         yield
         runs.stop()
 
@@ -282,6 +317,16 @@ def create_app(*, token: str, port_of, mine: Path | None = None) -> Starlette:
                     lifespan=lifespan)
     app.state.runs = runs
     return Guard(app, token=token, port_of=port_of)
+
+
+def _stream(channel, snapshot) -> StreamingResponse:
+    """A channel's events as server-sent events."""
+    async def stream():
+        async for event in channel.follow(snapshot):
+            yield f"data: {json.dumps(event)}\n\n"
+
+    return StreamingResponse(stream(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
 
 async def _not_found(request, exc):

@@ -33,17 +33,55 @@ class Card:
     path: str | None = None  # the learner file, for "file changed since"
 
     @property
+    def _entry(self) -> dict:
+        return {"done_at": self.done_at, "last_check": self.last_check} if self.done \
+            else {"last_check": self.last_check}
+
+    @property
     def status(self) -> str:
         """The same line as ``./check.sh status``, with the last check's time and where it
         ran (the terminal or the page)."""
-        entry = {"done_at": self.done_at, "last_check": self.last_check} if self.done \
-            else {"last_check": self.last_check}
-        text = progress.status_text(entry, self.path)
+        text = progress.status_text(self._entry, self.path)
         last = self.last_check or {}
         if last.get("at"):
             text += f" · checked {last['at'][5:16]}" + (f" ({last['source']})"
                                                        if last.get("source") else "")
         return text
+
+    @property
+    def state(self) -> str:
+        """"done", "done_failed" (done, but the last check failed) or "open": what the
+        navigation's mark and the card's tick show."""
+        if not self.done:
+            return "open"
+        return "done_failed" if progress.last_failed(self._entry) else "done"
+
+    @property
+    def changed(self) -> bool:
+        """The file differs from the one the last check ran on."""
+        return bool(self.path) and progress.changed_since(self._entry, self.path)
+
+    @property
+    def last_line(self) -> str:
+        """The line above the last result: when and where it was checked, its tally, and
+        whether the file changed since."""
+        last = self.last_check
+        if not last:
+            return "Not checked yet: run the checks."
+        where = {"terminal": " in the terminal", "page": " on this page"}.get(
+            last.get("source") or "", "")
+        text = (f"Last check {progress.when(last.get('at'))}{where}: {last.get('passed')} of "
+                f"{last.get('total')} checkpoints passed.")
+        if self.changed:
+            text += " The file changed since: run the checks again."
+        return text
+
+    def live(self) -> dict:
+        """What a page updates in place when progress changes (the navigation's mark, the
+        card's status, the last-check line)."""
+        return {"id": self.id, "done": self.done, "state": self.state, "status": self.status,
+                "changed": self.changed, "last_line": self.last_line,
+                "hints_seen": self.hints_seen, "next": self.next}
 
 
 def learner_file(problem: manifest.Problem, mine: Path | None) -> Path:

@@ -20,19 +20,24 @@ from workbook import manifest, progress
 from workbook.render import shown_path
 from workbook.errors import UsageError
 from workbook.run import Result, Tally, iter_check
+from workbook.tuning import WATCH_GROUP_MS, WATCH_QUIET_MS
 
 _ids = itertools.count(1)
 
 
 @dataclass
 class Channel:
-    """Every event of every run of one problem; subscribers follow it from the latest run."""
-    problem: manifest.Problem
+    """Every event of every run of one problem (``problem`` None: the channel of the pages
+    that belong to no problem, which only hears of progress).  A subscriber follows the run
+    going on, if any, from its start; a finished run is never replayed as if it were
+    current: the page shows the last recorded result instead (``hello``'s ``last``)."""
+    problem: manifest.Problem | None
     events: list[dict] = field(default_factory=list)
     run_start: int | None = None        # index in ``events`` of the latest run's start
     running: bool = False
     watching: bool = False
     rerun: bool = False                 # a save arrived during a run: run once more after it
+    last_key: list | None = None        # the recorded check the pages were last sent
     _changed: asyncio.Event | None = None
 
     def changed(self) -> asyncio.Event:
@@ -41,23 +46,34 @@ class Channel:
         return self._changed
 
     def push(self, event: dict) -> None:
-        """Append on the loop thread and wake the subscribers."""
+        """Append on the loop thread and wake the subscribers.  A ``transient`` event (the
+        progress, a check recorded elsewhere) is for the pages open now: a page that
+        subscribes later gets the state it describes in its ``hello``."""
         event = {**event, "sent_at": time.time()}
         if event["type"] == "start":
             self.run_start = len(self.events)
+        if event["type"] in ("result", "last") and event.get("key") is not None:
+            self.last_key = list(event["key"])
         self.events.append(event)
         old, self._changed = self.changed(), asyncio.Event()
         old.set()
 
-    async def follow(self) -> AsyncIterator[dict]:
-        """The latest run's events so far, then everything that follows."""
-        i = self.run_start if self.run_start is not None else len(self.events)
+    async def follow(self, snapshot: Callable[[], dict] | None = None
+                     ) -> AsyncIterator[dict]:
+        """A ``hello`` with the state now (``snapshot()``: the last recorded result, the
+        progress), the events of the run going on (if one is) from its start, then
+        everything that follows."""
+        joined = len(self.events)
+        i = self.run_start if self.running and self.run_start is not None else joined
         yield {"type": "hello", "running": self.running, "watching": self.watching,
-               "sent_at": time.time()}
+               **(snapshot() if snapshot else {}), "sent_at": time.time()}
         while True:
             while i < len(self.events):
-                yield self.events[i]
+                event = self.events[i]
                 i += 1
+                if i <= joined and event.get("transient"):
+                    continue  # older than the hello's snapshot
+                yield event
             waiter = self.changed()
             try:
                 await asyncio.wait_for(waiter.wait(), 15)
@@ -66,15 +82,29 @@ class Channel:
 
 
 class Runs:
-    """The server's runs: one channel per problem, at most one run per problem at a time."""
+    """The server's runs: one channel per problem, at most one run per problem at a time.
+
+    ``last_of(pid)``: the page's drawing of the problem's last recorded check (from the
+    terminal or a page; None if none is recorded); ``cards_of()``: every problem's progress
+    as the pages update it in place."""
 
     def __init__(self, file_of: Callable[[manifest.Problem], Path],
-                 describe: Callable[[manifest.Problem, Result], dict]):
+                 describe: Callable[[manifest.Problem, Result], dict], *,
+                 last_of: Callable[[str], dict | None] = lambda pid: None,
+                 cards_of: Callable[[], list[dict]] = list):
         self.file_of = file_of
         self.describe = describe
+        self.last_of = last_of
+        self.cards_of = cards_of
         self.channels = {pid: Channel(p) for pid, p in manifest.problems().items()}
+        self.everywhere = Channel(None)      # the pages of no problem: progress only
         self.loop: asyncio.AbstractEventLoop | None = None
         self._watchers: dict[str, asyncio.Task] = {}
+        self._progress_task: asyncio.Task | None = None
+        self._cards = cards_of()
+        data = progress.load()
+        for pid, ch in self.channels.items():
+            ch.last_key = _recorded_key(data, pid)
         self._cancel = threading.Event()     # set on shutdown: stop every run
         self._threads: list[threading.Thread] = []
 
@@ -114,8 +144,12 @@ class Runs:
                 if isinstance(item, Result):
                     if self._cancel.is_set():
                         break  # stopped by the shutdown: not the learner's attempt
-                    progress.record_check(ch.problem.id, item, source="page")
-                    post({"type": "result", **self.describe(ch.problem, item)})
+                    previous = progress.record_check(ch.problem.id, item, source="page")
+                    advice = progress.repeat_advice(previous, item, ch.problem.id)
+                    # The check just recorded, drawn as any last check is (its time, its
+                    # source, the status it leaves), else the bare result.
+                    shown = self.last_of(ch.problem.id) or self.describe(ch.problem, item)
+                    post({"type": "result", **shown, "advice": advice})
                     break
                 record = item.record
                 tally.add(record)
@@ -143,9 +177,46 @@ class Runs:
     def _finished(self, ch: Channel) -> None:
         ch.running = False
         ch.push({"type": "idle"})
+        self.refresh()  # a check recorded elsewhere while this one ran
         if ch.rerun:
             ch.rerun = False
             self.start(ch.problem.id, why="saved during the last run")
+
+    # -- progress: checks recorded elsewhere, saves, hints, done -----------------------------
+
+    def refresh(self) -> None:
+        """Progress or a learner file changed (a check in the terminal, a save, a hint
+        opened): send every open page what changed, on the loop thread."""
+        data = progress.load()
+        for pid, ch in self.channels.items():
+            key = _recorded_key(data, pid)
+            if ch.running or key == ch.last_key:
+                continue  # its own result is on the way, or nothing new was recorded
+            ch.last_key = key
+            last = self.last_of(pid)
+            if last is not None:
+                ch.push({"type": "last", "transient": True, **last})
+        cards = self.cards_of()
+        if cards != self._cards:
+            self._cards = cards
+            for ch in [*self.channels.values(), self.everywhere]:
+                ch.push({"type": "progress", "transient": True, "cards": cards})
+
+    def watch_progress(self, files: list[Path]) -> None:
+        """Call ``refresh`` whenever one of ``files`` (the progress file, the learner files)
+        changes; from the server's startup, on its loop."""
+        from watchfiles import awatch
+        wanted = {f.resolve() for f in files}
+        folders = sorted({f.parent for f in wanted}, key=str)
+        for folder in folders:
+            folder.mkdir(parents=True, exist_ok=True)
+
+        async def follow() -> None:
+            async for _changes in awatch(*folders, recursive=False, debounce=100, step=50,
+                                         watch_filter=lambda _c, p: Path(p) in wanted):
+                self.refresh()
+
+        self._progress_task = asyncio.get_running_loop().create_task(follow())
 
     # -- watch: re-run on save --------------------------------------------------------------
 
@@ -168,7 +239,7 @@ class Runs:
             return Path(path).resolve() == target
 
         async for _changes in awatch(target.parent, watch_filter=only_target,
-                                     debounce=200, step=50):
+                                     debounce=WATCH_GROUP_MS, step=WATCH_QUIET_MS):
             if ch.running:
                 ch.rerun = True
             else:
@@ -176,8 +247,16 @@ class Runs:
 
     def stop(self) -> None:
         """Shutting down: stop watching, stop every run and its processes."""
-        for task in self._watchers.values():
-            task.cancel()
+        for task in [*self._watchers.values(), self._progress_task]:
+            if task is not None:
+                task.cancel()
         self._cancel.set()
         for t in self._threads:
             t.join(5)
+
+
+def _recorded_key(data: dict, problem_id: str) -> list | None:
+    """What tells the problem's last recorded check from another (JSON's list, as the
+    events carry it)."""
+    key = progress.check_key(progress.entry(data, problem_id))
+    return list(key) if key else None

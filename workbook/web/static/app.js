@@ -205,6 +205,14 @@ function setNotes(id, notes) {
   box.innerHTML = (notes || []).map((n) => `<span class="note">${esc(n)}</span>`).join("");
 }
 
+// "Your output": what the learner's code printed, folded, as text (escaped), under a label
+// that says whose it is, so nothing printed can pass for the checker's verdict.
+function learnerOutput(o, alone) {
+  const lines = o.text.replace(/\n$/, "").split("\n").length;
+  const during = alone ? "this check" : `“${esc(o.title)}”`;
+  return `<details class="learner-output" data-checkpoint="${esc(o.checkpoint)}"><summary>Your output: what your code printed during ${during} (${lines} line${lines === 1 ? "" : "s"})</summary><pre class="learner-output-text"><code>${esc(o.text)}</code></pre></details>`;
+}
+
 // The result's view as the server built it (the terminal draws the same one): one panel per
 // root cause, drawn as it is.
 function renderDiagnoses(pid, doc) {
@@ -222,6 +230,7 @@ function renderDiagnoses(pid, doc) {
       ${d.looks_like ? `<p><strong>Looks like:</strong> ${esc(d.looks_like)}</p>` : ""}
       ${same}
       <p><strong>Read:</strong> <a href="#hint-L${d.hint}" class="hint-link" data-level="${d.hint}">hint level ${d.hint}</a> · ${section}</p>
+      ${(d.outputs || []).map((o) => learnerOutput(o, d.checkpoints.length === 1)).join("")}
     </section>`;
   }).join("");
 }
@@ -246,6 +255,16 @@ function initChecks(pid, data) {
     watch.checked = !!doc.watching;
   });
 
+  // A diagnosis's "hint level N" is the next level not opened yet (as the terminal says):
+  // following it opens that level in place, recorded like ./check.sh hint; a level already
+  // open is simply scrolled to.
+  $("#diagnoses").addEventListener("click", (e) => {
+    const link = e.target.closest("a.hint-link");
+    if (!link) return;
+    const opener = $(`#hint-L${Number(link.dataset.level)} .open-hint`);
+    if (opener && !opener.disabled) { e.preventDefault(); opener.click(); }
+  });
+
   const source = new EventSource(`/${pid}/events`);
   window.__wb.source = source;
   source.onmessage = (msg) => {
@@ -256,6 +275,8 @@ function initChecks(pid, data) {
       document.body.dataset.stream = "open";
       if (ev.running) busy(true);
       watch.checked = !!ev.watching;
+      if (ev.cards) drawCards(ev.cards, pid);
+      if (!ev.running && ev.last) drawLast(pid, ev.last);  // recorded since the page was made
     } else if (ev.type === "start") {
       busy(true);
       status.dataset.kind = "running";
@@ -270,14 +291,22 @@ function initChecks(pid, data) {
     } else if (ev.type === "import_error") {
       status.textContent = ev.message;
     } else if (ev.type === "result") {
-      ev.rows.forEach((r) => { setCheckpoint(r.id, r.status, r.seconds); setNotes(r.id, r.notes); });
-      verdict.textContent = ev.line;
-      verdict.className = (ev.passed ? "verdict ok" : "verdict bad") + (ev.blocker ? ` ${ev.blocker}` : "");
+      drawLast(pid, ev);
       status.dataset.kind = "finished";
-      status.textContent = ev.skeleton ? "Nothing implemented yet." : `Checked ${ev.result.file.split("/").slice(-2).join("/")}.`;
-      renderDiagnoses(pid, ev);
+      status.textContent = (ev.skeleton ? "Nothing implemented yet." : `Checked ${ev.result.file.split("/").slice(-2).join("/")}.`) +
+        (ev.advice ? ` ${ev.advice}` : "");
       document.body.dataset.lastRun = String(ev.run);
-      if (ev.done) showDone(true);
+    } else if (ev.type === "last") {
+      // A check recorded elsewhere (the terminal, another page): the last result now.
+      if (!running) {
+        drawLast(pid, ev);
+        status.dataset.kind = "elsewhere";
+        status.textContent = ev.source === "terminal"
+          ? "A check in the terminal finished: its result is below."
+          : "A check finished on another page: its result is below.";
+      }
+    } else if (ev.type === "progress") {
+      drawCards(ev.cards, pid);
     } else if (ev.type === "error") {
       status.textContent = ev.message;
       status.dataset.kind = "error";
@@ -290,20 +319,74 @@ function initChecks(pid, data) {
   source.onerror = () => { document.body.dataset.stream = "retrying"; };
 }
 
-// -- done / reference ------------------------------------------------------------------------
+// -- progress: the last recorded check, the marks of done -------------------------------------
 
-function showDone(done) {
-  const m = $("#mark-done"), u = $("#undo-done"), st = $("#status");
+// The last recorded check of this problem (the terminal's or a page's), with when and where
+// it ran: the checklist, the verdict line and the panels, as the server describes it.
+function drawLast(pid, last) {
+  if (!last || !last.rows) return;
+  last.rows.forEach((r) => { setCheckpoint(r.id, r.status, r.seconds); setNotes(r.id, r.notes); });
+  const verdict = $("#verdict");
+  verdict.textContent = last.line;
+  verdict.className = (last.passed ? "verdict ok" : "verdict bad") + (last.blocker ? ` ${last.blocker}` : "");
+  renderDiagnoses(pid, last);
+  showDone(last);
+  document.body.dataset.lastKey = JSON.stringify(last.key || null);
+}
+
+// A problem's progress as the server states it (card.live()): done or not, the status line
+// (the same as ./check.sh status), the last-check line, "file changed since".
+function showDone(card) {
+  const m = $("#mark-done"), u = $("#undo-done"), st = $("#status"), line = $("#last-check");
+  const done = card.state ? card.state !== "open" : !!card.done;
   if (m) m.hidden = done;
   if (u) u.hidden = !done;
-  if (st) st.textContent = done ? "done" : "open";
-  $("#card").classList.toggle("is-done", done);
+  if (st && card.status) st.textContent = card.status;
+  if (line && card.last_line) { line.textContent = card.last_line; line.classList.toggle("changed", !!card.changed); }
+  const box = $("#card");
+  if (box) { box.classList.toggle("is-done", done); box.classList.toggle("is-failed", card.state === "done_failed"); }
 }
+
+// Every problem's mark in the navigation (and its card on the index), updated in place.
+function drawCards(cards, pid) {
+  cards.forEach((c) => {
+    const failed = c.state === "done_failed", label = failed ? "done, but the last check failed" : "done";
+    const mark = $(`header.site li[data-problem="${CSS.escape(c.id)}"] .done-mark`);
+    if (mark) {
+      mark.hidden = !c.done;
+      mark.textContent = failed ? "✓!" : "✓";
+      mark.classList.toggle("failed", failed);
+      mark.setAttribute("aria-label", label);
+      mark.title = label;
+    }
+    const card = $(`li.card[data-problem="${CSS.escape(c.id)}"]`);
+    if (card) {
+      card.classList.toggle("is-done", c.done);
+      card.classList.toggle("is-failed", failed);
+      const st = $("dd.status", card);
+      if (st) { st.textContent = c.status; st.dataset.status = c.done ? "done" : "open"; }
+    }
+    if (c.id === pid) showDone(c);
+  });
+}
+
+function followProgress() {  // a page of no problem: the marks only
+  const source = new EventSource("/events");
+  window.__wb.source = source;
+  source.onmessage = (msg) => {
+    const ev = JSON.parse(msg.data);
+    window.__wb.events.push({ ...ev, received_at: Date.now() / 1000 });
+    if (ev.type === "hello") document.body.dataset.stream = "open";
+    if (ev.cards) drawCards(ev.cards, null);
+  };
+}
+
+// -- done / reference ------------------------------------------------------------------------
 
 function initDone(pid) {
   const m = $("#mark-done"), u = $("#undo-done");
-  if (m) m.addEventListener("click", async () => { const d = await post(`/${pid}/done`); if (d.ok) { showDone(true); u.focus(); } });
-  if (u) u.addEventListener("click", async () => { const d = await post(`/${pid}/undo`); if (d.ok) { showDone(false); m.focus(); } });
+  if (m) m.addEventListener("click", async () => { const d = await post(`/${pid}/done`); if (d.ok) { showDone(d); u.focus(); } });
+  if (u) u.addEventListener("click", async () => { const d = await post(`/${pid}/undo`); if (d.ok) { showDone(d); m.focus(); } });
 }
 
 function initReference(pid) {
@@ -324,10 +407,11 @@ document.addEventListener("DOMContentLoaded", () => {
   $all("figure.timeline").forEach(initTimeline);
   initCopyButtons(document);
   const mode = document.body.dataset.mode, pid = document.body.dataset.problem;
-  if (!pid) return;
+  if (!pid) { if (mode === "serve") followProgress(); return; }
   if (mode === "static") { initStaticHints(); return; }
   const data = JSON.parse($("#page-data").textContent);
   initServedHints(pid);
+  if (data.last) drawLast(pid, data.last);
   initChecks(pid, data);
   initDone(pid);
   initReference(pid);
