@@ -259,7 +259,11 @@ def _classify_plain(excinfo, when: str) -> dict:
         return {"outcome": "not_implemented", "pitfall": None,
                 "message": f"{where or 'a method'} is not implemented yet"}
     if isinstance(exc, testkit.Failure):
-        return {"outcome": "failed", "message": str(exc), "pitfall": exc.pitfall}
+        out = {"outcome": "failed", "message": str(exc), "pitfall": exc.pitfall}
+        timeline = records.cap_timeline(exc.timeline)
+        if timeline is not None:
+            out["timeline"] = timeline
+        return out
     if isinstance(exc, pytest.fail.Exception):
         text = str(exc)
         if text.startswith("Timeout"):

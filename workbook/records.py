@@ -17,11 +17,14 @@ from typing import IO, Iterator, Union, get_args
 from workbook.errors import ReportError
 
 #: The version of the records below: raise it when a field changes meaning or goes away
-#: (2: ``TestDone.output``, what the learner's code printed during a failed test).
-SCHEMA = 2
+#: (2: ``TestDone.output``, what the learner's code printed during a failed test;
+#: 3: ``TestDone.timeline``, a failing run step by step).
+SCHEMA = 3
 #: The most of a failed test's captured output a record carries (characters; its head and
 #: tail are kept, see ``cap_output``), as notes are capped per test.
 OUTPUT_MAX = 2000
+#: The most steps, and characters per cell, of a failure's timeline a record carries.
+TIMELINE_STEPS, TIMELINE_CELL = 120, 300
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ class TestDone:
     stuck: int = 0                   # the stuck detector's verdicts in this test
     pytest_outcome: str | None = None  # "passed" | "failed": pytest's own, set by the grader
     output: str | None = None        # what the learner's code printed (failed tests only)
+    timeline: dict | None = None     # the failing run step by step (``cap_timeline``)
     event: str = field(default="test", init=False)
 
     __test__ = False  # not a pytest test class
@@ -111,6 +115,32 @@ def cap_output(text: str, limit: int = OUTPUT_MAX) -> str:
         return text
     head, tail = text[:limit // 3], text[-(limit - limit // 3):]
     return f"{head}\n… {len(text) - len(head) - len(tail)} characters left out …\n{tail}"
+
+
+def cap_timeline(timeline: dict | None) -> dict | None:
+    """A failure's timeline as a record carries it: plain strings only, its first
+    ``TIMELINE_STEPS`` steps, each cell cut to ``TIMELINE_CELL`` characters; None for
+    anything not shaped like one (a timeline is an aid, never part of the verdict)."""
+    if not isinstance(timeline, dict):
+        return None
+
+    def text(value: object) -> str:
+        s = value if isinstance(value, str) else str(value)
+        return s if len(s) <= TIMELINE_CELL else s[:TIMELINE_CELL - 1] + "…"
+
+    try:
+        actors = [text(a) for a in timeline["actors"]]
+        state = [text(s) for s in timeline.get("state", [])]
+        steps = [{"label": text(s.get("label", n + 1)),
+                  "do": [text(c) for c in s.get("do", [])][:len(actors)],
+                  "state": [text(c) for c in s.get("state", [])][:len(state)],
+                  "note": text(s.get("note", ""))}
+                 for n, s in enumerate(timeline["steps"][:TIMELINE_STEPS])]
+    except (KeyError, TypeError, AttributeError):
+        return None
+    return {"title": text(timeline.get("title", "")), "actors": actors, "state": state,
+            "steps": steps, "text": str(timeline.get("text", "")),
+            "cut": max(0, len(timeline["steps"]) - TIMELINE_STEPS)}
 
 
 def from_dict(data: dict) -> Record:

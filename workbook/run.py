@@ -36,6 +36,7 @@ class CheckpointResult:
     cause: str | None = None  # failures with the same cause share one diagnosis
     stuck: int = 0  # stuck verdicts of the stuck detector in this checkpoint's tests
     output: str | None = None  # what the learner's code printed in the failure shown
+    timeline: dict | None = None  # the failure shown, step by step (an explorer's run)
 
 
 @dataclass
@@ -211,6 +212,7 @@ def _checkpoint_status(cp: manifest.Checkpoint, runs: list[records.TestDone],
         result.pitfall = first.pitfall
         result.cause = first.cause
         result.output = first.output
+        result.timeline = first.timeline
     elif missing and not runs and expected is None and not killed:
         result.message = "no test checks this checkpoint (harness defect)"
     elif missing:

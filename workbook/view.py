@@ -65,6 +65,7 @@ class Panel:
     hint: int = 1                       # the hint level to read
     section: str = ""                   # the book section to read (as the manifest names it)
     outputs: list[Output] = field(default_factory=list)  # what the learner's code printed
+    timeline: dict | None = None        # the failing run step by step, where one was found
 
 
 @dataclass(frozen=True)
@@ -189,9 +190,10 @@ def panel(group: list[CheckpointResult], problem: manifest.Problem, *, file: str
     more = f" (+{len(group) - 1} more)" if len(group) > 1 else ""  # kept whole when fitted
     outputs = [Output(c.id, c.title, shown_output(c.output)) for c in group
                if getattr(c, "output", None)]
+    timeline = next((c.timeline for c in group if getattr(c, "timeline", None)), None)
     return Panel("diagnosis", f"✗ {title_fit(cp.title, 72 - len(more))}{more}", ids, cp.message or "failed",
                  looks_like, cp.pitfall, [c.title for c in group] if len(group) > 1 else [],
-                 hint, section, outputs)
+                 hint, section, outputs, timeline)
 
 
 def read_commands(problem_id: str, panel: Panel) -> tuple[str, str]:

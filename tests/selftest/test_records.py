@@ -65,3 +65,20 @@ def test_one_tally_serves_the_final_result_and_the_progress_so_far():
     assert not ended.incomplete
     assert "ended early" in ended.checkpoints[1].message  # collected, never reported
     assert "harness defect" in ended.checkpoints[2].message  # no test collected for it
+
+
+def test_a_failures_timeline_travels_capped_and_only_when_shaped_like_one():
+    from workbook.records import TIMELINE_CELL, TIMELINE_STEPS, cap_timeline
+    steps = [{"label": n, "do": ["x" * (TIMELINE_CELL + 50), "", "spare"], "state": [n]}
+             for n in range(TIMELINE_STEPS + 5)]
+    capped = cap_timeline({"title": "t", "actors": ["a", "b"], "state": ["time"],
+                           "steps": steps, "text": "table"})
+    assert len(capped["steps"]) == TIMELINE_STEPS and capped["cut"] == 5
+    first = capped["steps"][0]
+    assert first["label"] == "0" and len(first["do"]) == 2  # one cell per actor, strings
+    assert len(first["do"][0]) == TIMELINE_CELL and first["do"][0].endswith("…")
+    for junk in (None, "table", {"steps": []}, {"actors": ["a"], "steps": [1]}):
+        assert cap_timeline(junk) is None
+    record = records.TestDone(checkpoint="p03.explore", outcome="failed", timeline=capped)
+    assert records.from_dict(records.to_dict(record)) == record
+    assert protocol.to_dict(record)["timeline"] is None  # the grader's pipe: the message only

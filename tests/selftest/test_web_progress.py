@@ -226,3 +226,44 @@ def test_the_watch_label_reads_as_a_line_at_375_px(browser, server):
         assert (same_line and after["x"] > before["x"]) or after["y"] > before["y"] + 1, \
             (before, after, boxes)
     ctx.close()
+
+
+def test_an_explorers_failing_run_steps_through_on_the_page_its_cells_as_text(
+        context, server, monkeypatch):
+    # A recorded check whose exploration failed (issue 24.4): the diagnosis draws the run
+    # as the book's step-through widget, not as a fixed-width table; what the learner's
+    # code said (a source line, a repr) is shown as text, never as markup.
+    from workbook import progress
+    from workbook.run import CheckpointResult, Result
+    p03 = manifest.get("p03")
+    table = "step   time  T1 | T2\n   1   0.00  calls take() |"
+    hostile = "<img src=x onerror=\"window.__owned=1\"> returns <b>obj1</b>"
+    timeline = {"title": "capacity 1; T1: take(); T2: put(obj)", "actors": ["setup", "T1", "T2"],
+                "state": ["time"], "text": table, "cut": 0,
+                "steps": [{"label": "1", "do": ["", "calls take()", ""], "state": ["0"],
+                           "note": ""},
+                          {"label": "2", "do": ["", "", hostile], "state": ["0.5"],
+                           "note": ""}]}
+    cps = [CheckpointResult(cp.id, cp.title, cp.kind, "passed") for cp in p03.checkpoints]
+    explore = next(cp for cp in cps if cp.id == "p03.explore")
+    explore.status = "failed"
+    explore.message = f"Exploration found a run that breaks the contract: x\n\n{table}\n\nReplay"
+    explore.timeline = timeline
+    learner = server.learner("p03")
+    learner.write_text(p03.solution_file.read_text())
+    monkeypatch.setenv("WORKBOOK_PROGRESS", str(server.progress))
+    progress.record_check("p03", Result("p03", str(learner), cps))
+    page = web_fixtures.open_page(context, server, "/p03")
+    fig = page.locator(".diagnosis figure.timeline")
+    fig.wait_for(state="visible", timeout=20_000)
+    assert "T1 | T2" not in page.locator(".diagnosis .message").inner_text()
+    assert page.locator(".diagnosis figure.timeline .tl-pos").inner_text() \
+        == "Step 1 of 2: 1"
+    page.locator(".diagnosis figure.timeline .tl-next").click()
+    assert page.locator(".diagnosis figure.timeline .tl-pos").inner_text() \
+        == "Step 2 of 2: 2"
+    now = page.locator(".diagnosis figure.timeline .tl-now").inner_text()
+    assert hostile in now, now  # the learner's text, shown as it is
+    assert page.locator(".diagnosis figure.timeline img").count() == 0
+    assert page.evaluate("window.__owned") is None
+    page.close()

@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 from workbook.explore import bounded, prims, tokens
 from workbook.explore.sched import Event
-from workbook.explore.timeline import render
+from workbook.explore.timeline import as_timeline, render
 
 #: Real seconds spent shrinking a counterexample before the smallest found so far is shown.
 SHRINK_SECONDS = 4.0
@@ -99,6 +99,12 @@ class Outcome:
                 f"{render(self.events, self.names)}\n\n"
                 f"Replay this exact run: ./check.sh {self.owner} --replay {tok}\n"
                 f"(or: WORKBOOK_EXPLORE_REPLAY={tok} ./check.sh {self.owner})")
+
+    def timeline(self) -> dict:
+        """The run step by step for a page (``workbook.timelines``' structure), with the
+        part of ``message`` that draws it as a table (``text``)."""
+        return {**as_timeline(self.events, self.names, self.scenario.describe()),
+                "text": render(self.events, self.names)}
 
 
 @dataclass
@@ -254,14 +260,14 @@ def check(problem: ModuleType, path: str | os.PathLike) -> None:
         if outcome.error is not None:
             raise outcome.error
         if outcome.problem:
-            fail(outcome.message())
+            fail(outcome.message(), timeline=outcome.timeline())
         note("the replayed scenario ran and broke nothing: " + outcome.scenario.describe())
         return
     seconds = float(os.environ.get("WORKBOOK_EXPLORE_SECONDS") or 0) or None
     seed = seed_for(problem.PROBLEM)
     report = explore(problem, path, seconds=seconds, seed=seed)
     if report.found is not None:
-        fail(report.found.message())
+        fail(report.found.message(), timeline=report.found.timeline())
     if report.uncontrolled:
         note("exploration stopped early: " + report.uncontrolled +
              " (a primitive outside threading/time, such as a ready-made queue?)")

@@ -38,6 +38,8 @@ from_dict = records.from_dict
 def to_dict(record: Record) -> dict:
     """The record as sent: its text fields cut to their caps."""
     data = records.to_dict(record)
+    if data.get("timeline") is not None:
+        data["timeline"] = None  # a step-through aid for the page; a grade reads the message
     for name, cap in _CAPS.items():
         value = data.get(name)
         if isinstance(value, str) and len(value) > cap:

@@ -6,19 +6,25 @@ from typing import Callable, NoReturn
 
 
 class Failure(AssertionError):
-    """A checkpoint failure with a diagnosis; ``pitfall`` names the mistake it looks like."""
+    """A checkpoint failure with a diagnosis; ``pitfall`` names the mistake it looks like;
+    ``timeline`` is the failing run step by step (an explorer's counterexample, in the
+    structure of ``workbook.timelines``: ``title``, ``actors``, ``state``, ``steps``, and
+    ``text``, the part of ``message`` that draws it as a table)."""
 
-    def __init__(self, message: str, pitfall: str | None = None) -> None:
+    def __init__(self, message: str, pitfall: str | None = None,
+                 timeline: dict | None = None) -> None:
         super().__init__(message)
         self.pitfall = pitfall
+        self.timeline = timeline
 
 
 class Hung(Exception):
     """Injected into a thread that is still running a learner call after its bound."""
 
 
-def fail(message: str, *, pitfall: str | None = None) -> NoReturn:
-    raise Failure(message, pitfall)
+def fail(message: str, *, pitfall: str | None = None,
+         timeline: dict | None = None) -> NoReturn:
+    raise Failure(message, pitfall, timeline)
 
 
 def check(condition: object, message: str, *, pitfall: str | None = None) -> None:

@@ -48,11 +48,22 @@ def describe(problem: manifest.Problem, result: Result) -> dict:
                              hints_seen=progress.hints_seen(problem.id),
                              again="run the checks again")
     panels = [{**asdict(p), "section_title": chapter.titles.get(p.section, p.section),
-               "anchor": chapter.sections.get(p.section)} for p in shown.panels]
+               "anchor": chapter.sections.get(p.section), **_run_shown(p, n)}
+              for n, p in enumerate(shown.panels)]
     return {"result": result.to_json(), "passed": result.passed, "skeleton": result.skeleton,
             "line": shown.blocker or shown.verdict, "blocker": shown.blocker_kind,
             "rows": [asdict(r) for r in shown.rows], "diagnoses": panels,
             "done": bool(progress.entry(progress.load(), problem.id).get("done_at"))}
+
+
+def _run_shown(p: view.Panel, n: int) -> dict:
+    """A panel's failing run, step by step (the explorer's counterexample): the widget's
+    HTML, and the message with its fixed-width table left out, since the widget shows it."""
+    if not p.timeline:
+        return {}
+    table = p.timeline.get("text") or ""
+    message = p.message.replace(table, "(the run, step by step: below)") if table else p.message
+    return {"message": message, "timeline_html": html.counterexample(p.timeline, f"run-{n}")}
 
 
 def describe_check(problem: manifest.Problem, result: Result, card: pages.Card) -> dict:

@@ -135,27 +135,47 @@ def timeline(name: str) -> str:
         tl = timelines.load(name)
     except timelines.TimelineError as exc:
         return f'<p class="error">timeline {escape(name)}: {escape(str(exc))}</p>'
-    head = "".join(f'<th scope="col">{escape(a)}</th>' for a in tl.actors)
-    head += "".join(f'<th scope="col" class="tl-state">{escape(s)}</th>' for s in tl.state)
-    rows = []
-    for i, step in enumerate(tl.steps):
-        cells = "".join(f"<td>{inline(c)}</td>" for c in step.do)
-        cells += "".join(f'<td class="tl-state">{inline(c)}</td>' for c in step.state)
-        note = (f'<tr class="tl-note-row" data-note="{i}"><td></td>'
-                f'<td colspan="{len(tl.actors) + len(tl.state)}" class="tl-note">'
-                f'{inline(step.note)}</td></tr>') if step.note else ""
-        rows.append(f'<tr class="tl-step" data-step="{i}"><th scope="row">{escape(step.label)}'
-                    f'</th>{cells}</tr>{note}')
-    steps_json = [{"label": s.label, "do": [inline(c) for c in s.do],
-                   "state": [inline(c) for c in s.state], "note": inline(s.note)}
-                  for s in tl.steps]
-    data = escape(json.dumps({"actors": list(tl.actors), "state": list(tl.state),
-                              "steps": steps_json}), quote=True)
+    steps = [{"label": s.label, "do": s.do, "state": s.state, "note": s.note} for s in tl.steps]
     intro = f'<div class="tl-intro">{markdown(tl.intro)}</div>' if tl.intro else ""
-    title = escape(tl.title)
-    return f"""<figure class="timeline" id="timeline-{escape(name)}" data-timeline="{data}"
-  role="group" aria-roledescription="timeline" aria-label="Timeline: {title}" tabindex="0">
-<figcaption>Timeline: {title}</figcaption>
+    return _figure(f"timeline-{name}", f"Timeline: {tl.title}", intro, tl.actors, tl.state,
+                   steps, inline)
+
+
+def counterexample(tl: dict, fig_id: str) -> str:
+    """A failing run found by an explorer (``records.cap_timeline``'s structure) as the same
+    widget as the book's timelines.  Its cells are the learner's source lines and the
+    values of their calls: shown as text (escaped), never read as markdown."""
+    cut = tl.get("cut") or 0
+    intro = (f'<p class="muted">Its first {len(tl["steps"])} steps are shown ({cut} more: '
+             'the whole run is in the message above).</p>') if cut else ""
+    return _figure(fig_id, f"The failing run: {tl.get('title') or 'step by step'}", intro,
+                   tl["actors"], tl["state"], tl["steps"], escape)
+
+
+def _figure(fig_id: str, caption: str, intro: str, actors, state, steps: list[dict],
+            cell) -> str:
+    """The step-through figure: every step in one table (what shows without JavaScript),
+    and the steps as JSON for ``initTimeline`` in app.js; ``cell`` renders one cell."""
+    head = "".join(f'<th scope="col">{escape(a)}</th>' for a in actors)
+    head += "".join(f'<th scope="col" class="tl-state">{escape(s)}</th>' for s in state)
+    rows = []
+    for i, step in enumerate(steps):
+        cells = "".join(f"<td>{cell(c)}</td>" for c in step["do"])
+        cells += "".join(f'<td class="tl-state">{cell(c)}</td>' for c in step["state"])
+        note = (f'<tr class="tl-note-row" data-note="{i}"><td></td>'
+                f'<td colspan="{len(actors) + len(state)}" class="tl-note">'
+                f'{cell(step["note"])}</td></tr>') if step.get("note") else ""
+        rows.append(f'<tr class="tl-step" data-step="{i}"><th scope="row">'
+                    f'{escape(str(step["label"]))}</th>{cells}</tr>{note}')
+    steps_json = [{"label": str(s["label"]), "do": [cell(c) for c in s["do"]],
+                   "state": [cell(c) for c in s["state"]], "note": cell(s.get("note") or "")}
+                  for s in steps]
+    data = escape(json.dumps({"actors": list(actors), "state": list(state),
+                              "steps": steps_json}), quote=True)
+    shown = escape(caption)
+    return f"""<figure class="timeline" id="{escape(fig_id)}" data-timeline="{data}"
+  role="group" aria-roledescription="timeline" aria-label="{shown}" tabindex="0">
+<figcaption>{shown}</figcaption>
 {intro}
 <div class="tl-controls" hidden>
   <button type="button" class="tl-prev" aria-label="previous step">◀ Previous</button>

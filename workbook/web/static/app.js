@@ -230,9 +230,13 @@ function renderDiagnoses(pid, doc) {
       ${d.looks_like ? `<p><strong>Looks like:</strong> ${esc(d.looks_like)}</p>` : ""}
       ${same}
       <p><strong>Read:</strong> <a href="#hint-L${d.hint}" class="hint-link" data-level="${d.hint}">hint level ${d.hint}</a> · ${section}</p>
+      ${d.timeline_html || ""}
       ${(d.outputs || []).map((o) => learnerOutput(o, d.checkpoints.length === 1)).join("")}
     </section>`;
   }).join("");
+  // A failing run an explorer found, drawn by the server (its cells escaped): stepped
+  // through like the book's timelines.
+  $all("figure.timeline", box).forEach(initTimeline);
 }
 
 function initChecks(pid, data) {
