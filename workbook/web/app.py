@@ -1,8 +1,11 @@
 """The local web app behind ``./check.sh serve`` (Starlette).
 
-Safe by default: every request must carry the per-run token (in the URL the server printed,
-then in a SameSite=Strict cookie), name this server in its ``Host`` header (no DNS
-rebinding), and every state-changing request is a POST from the server's own origin.
+Safe by default: every request must name this server in its ``Host`` header (no DNS
+rebinding) and carry a credential.  The URL the server printed hands the per-run token to
+the page's script (in its fragment); the cookie it sets carries a separate reading value,
+which lets a browser read pages and nothing more (cookies are scoped by host, not port, so
+other local servers receive it).  Every change is a POST from the server's own origin with
+the token itself in ``X-Workbook-Token`` (see ``Guard`` and the README).
 """
 from __future__ import annotations
 
