@@ -87,8 +87,7 @@ class _Selecting:
         if w is None:
             return super().select(timeout)  # type: ignore[misc]
         return w.wait_ready("select()", functools.partial(super().select, 0),  # type: ignore[misc]
-                            self._seconds(timeout),
-                            shown=lambda got: ", ".join(w.fd_name(k.fd) for k, _ in got))
+                            self._seconds(timeout), fds=lambda got: [k.fd for k, _ in got])
 
     def _io_close(self) -> None:
         super().close()  # type: ignore[misc]
@@ -136,7 +135,12 @@ def select(rlist: Any, wlist: Any, xlist: Any, timeout: Any = None) -> tuple:
     def look() -> tuple:
         return next(looks, None) or _select.select(*lists, 0)
 
-    return w.wait_ready("select.select()", look, timeout, lambda got: any(got))
+    return w.wait_ready("select.select()", look, timeout, lambda got: any(got),
+                        lambda got: [_fileno(x) for part in got for x in part])
+
+
+def _fileno(obj: Any) -> int:
+    return obj if isinstance(obj, int) else obj.fileno()
 
 
 class _Polling:
@@ -178,7 +182,7 @@ class _Polling:
         if w is None:
             return self._real.poll(timeout, *rest)
         return w.wait_ready(what, functools.partial(self._real.poll, 0, *rest), seconds,
-                            shown=lambda got: ", ".join(w.fd_name(fd) for fd, _ in got))
+                            fds=lambda got: [fd for fd, _ in got])
 
 
 class Poll(_Polling):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import errno as _errno
 import os as _os
 import socket as _socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from workbook.explore import prims
@@ -79,6 +79,7 @@ class Wait:
     end_time: float | None = None
     ended: str = ""  # "now" (did not sleep), "ready", "timeout", "fault"
     on: Resource | None = None  # the descriptor of an I/O wait (send, recv, ...)
+    ready: list[int] = field(default_factory=list)  # the descriptors it reported ready
 
 
 @dataclass
@@ -253,10 +254,11 @@ class World:
 
     def wait_ready(self, what: str, look: Callable[[], Any], seconds: float | None,
                    ready: Callable[[Any], bool] = bool,
-                   shown: Callable[[Any], str] = lambda got: "") -> Any:
+                   fds: Callable[[Any], list[int]] = lambda got: []) -> Any:
         """The controlled body of every readiness wait: ``look()`` is the real call with a
-        zero timeout, ``seconds`` how long the real call would sleep (None: for ever).
-        Returns what ``look`` returned last."""
+        zero timeout, ``seconds`` how long the real call would sleep (None: for ever),
+        ``fds(got)`` the descriptors a result reports ready.  Returns what ``look`` returned
+        last."""
         self.enter("wait")
         s, task = self.sched, self._task()
         w = Wait(task.index if task else -1, what, seconds, self.step(), s.now)
@@ -265,9 +267,9 @@ class World:
         if ready(got) or seconds == 0 or task is None:
             if not ready(got) and seconds != 0:
                 raise prims.WouldBlock(f"{what} would block outside the explorer")
-            w.end, w.end_time, w.ended = self.step(), s.now, "now"
-            if ready(got) and shown(got):
-                s.record(f"{what} finds {shown(got)} ready", kind="wake")
+            w.end, w.end_time, w.ended, w.ready = self.step(), s.now, "now", fds(got)
+            if w.ready:
+                s.record(f"{what} finds {self._names(w.ready)} ready", kind="wake")
             return got
         s.record(f"waits in {what}" + ("" if seconds is None else f" (timeout {seconds:g} s)"),
                  kind="block")
@@ -280,12 +282,15 @@ class World:
             got = look()
             if ready(got) or reason == "timeout":
                 break
-        w.end, w.end_time = self.step(), s.now
+        w.end, w.end_time, w.ready = self.step(), s.now, fds(got)
         w.ended = "ready" if ready(got) else "timeout"
-        s.record(f"{what} returns" + (f": {shown(got)} ready" if ready(got) and shown(got) else
+        s.record(f"{what} returns" + (f": {self._names(w.ready)} ready" if w.ready else
                                       " with nothing ready" if not ready(got) else ""),
                  kind="wake", where=False)
         return got
+
+    def _names(self, fds: list[int]) -> str:
+        return ", ".join(self.fd_name(fd) for fd in fds)
 
     def retry(self, what: str, attempt: Callable[[], Any], seconds: float | None,
               look: Callable[[], bool], on: Resource | None) -> Any:
