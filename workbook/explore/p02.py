@@ -22,10 +22,10 @@ from workbook.explore.bounded import Choices
 from workbook.explore.driver import Outcome, Report
 from workbook.explore.oracle import Call
 from workbook.explore.p02_judge import judge
-from workbook.explore.p02_scenario import (BAD_ADDRESSES, PRESSES, Scenario, candidates,
-                                           from_data, pairs, reseed, scenarios, systematic,
-                                           timeout_value, triples)
-from workbook.explore.sched import DONE, Abandon, Scheduler, WALL_LIMIT
+from workbook.explore.p02_scenario import (BAD_ADDRESSES, FLOOD, PRESSES, Scenario, candidates,
+                                           from_data, op_label, pairs, reseed, scenarios,
+                                           systematic, timeout_value, triples)
+from workbook.explore.sched import DONE, READY, WAITING, WALL_LIMIT, Abandon, Scheduler
 
 PROBLEM = "p02"
 DEFAULT_EXAMPLES = 100
@@ -35,7 +35,7 @@ SCHEDULES = 1
 #: (a run of the loop has a hundred points; every schedule within one preemption would be
 #: thousands), at most this many runs per scenario.
 WALK = bounded.deviations
-PER_SCENARIO = 30
+PER_SCENARIO = 12
 
 strategy = scenarios
 __all__ = ["PROBLEM", "load", "run", "probe", "explore", "replay", "strategy", "systematic",
@@ -123,6 +123,7 @@ class Record:
     calls: list[Call] = field(default_factory=list)
     dials: list[Dialled] = field(default_factory=list)
     spares: list[Dialled] = field(default_factory=list)
+    twins: list[Any] = field(default_factory=list)
     control: Any = None
     reader: io.Resource | None = None
     writer: io.Resource | None = None
@@ -200,24 +201,34 @@ def run(module: Any, sc: Scenario, choices: Choices | None = None) -> Outcome:
     if choices is None and sc.script is not None:
         choices = Choices(list(sc.script), sc.bound)
     signal: dict[str, Any] = {}
+    state: dict[str, Any] = {}
     rec_box: list[Record] = []
 
     def on_line(task: Any, frame: Any) -> None:
-        if sc.signal is None or task.index != sc.signal[0] or signal.get("done"):
-            return
-        signal["lines"] = signal.get("lines", 0) + 1
-        if signal["lines"] == sc.signal[1] and rec_box and rec_box[0].control is not None:
-            signal["done"] = True  # a handler runs once; its own lines are not traced
-            _History(rec_box[0]).call("press", "request_stop() in a signal handler",
-                                      rec_box[0].control.request_stop, task=task)
+        for what, plan in (("signal", sc.signal), ("pause", sc.pause)):
+            if plan is None or task.index != plan[0] or signal.get(what):
+                continue
+            if plan[2:] == [1] and not any(w.task == task.index and w.ended in ("ready", "timeout")
+                                           for w in rec_box[0].world.waits):
+                continue  # counted from the task's first wakeup
+            signal[what + " lines"] = signal.get(what + " lines", 0) + 1
+            if signal[what + " lines"] != plan[1] or not rec_box or rec_box[0].control is None:
+                continue
+            signal[what] = True  # once; what runs from here is not traced
+            if what == "signal":
+                _History(rec_box[0]).call("press", "request_stop() in a signal handler",
+                                          rec_box[0].control.request_stop, task=task)
+            else:
+                _pause(rec_box[0], task, state)
 
     interrupt = {"KeyboardInterrupt": KeyboardInterrupt,
                  "Cancelled": lambda: Cancelled("injected")}.get(sc.interrupt or "")
     sched = Scheduler(sc.seed, preempt=sc.preempt, jump=sc.jump,
                       faults=[interrupt] if interrupt else [],
                       learner_files=frozenset({module.__file__}), choices=choices,
-                      on_line=on_line if sc.signal else None,
-                      lags={(sc.lag[0], sc.lag[1]): sc.lag[2]} if sc.lag else None)
+                      on_line=on_line if sc.signal or sc.pause else None,
+                      lags={(sc.lag[0], sc.lag[1]): sc.lag[2]} if sc.lag else None,
+                      slow={1: sc.slow} if sc.slow else None)
     faults = [io.Fault(sc.fault[0], sc.fault[1], sc.fault[2],
                        make_fault(sc.fault[1], sc.fault[3]))] if sc.fault else []
     world = io.attach(sched, faults)
@@ -225,7 +236,7 @@ def run(module: Any, sc: Scenario, choices: Choices | None = None) -> Outcome:
     rec_box.append(rec)
     hist = _History(rec)
     runs_total = sum(op[0] in ("run", "after run") for ops in sc.threads for op in ops)
-    state = {"runs_done": 0, "token": object()}
+    state.update({"runs_done": 0, "token": object(), "paused": False, "pause": object()})
     net = _net()
     try:
         bodies = [("setup", lambda: _setup(module, sc, rec, hist, net))]
@@ -260,6 +271,9 @@ def run(module: Any, sc: Scenario, choices: Choices | None = None) -> Outcome:
         out.problem = judge(rec)
         return out
     finally:
+        for twin in rec.twins:
+            if twin.fileno() >= 0:
+                socket.socket.detach(twin)  # the descriptor is its original's to close
         world.close_all()
         net.accept_all()
 
@@ -300,6 +314,16 @@ def _setup(module: Any, sc: Scenario, rec: Record, hist: _History, net: _Endpoin
         _bad_run(module, sc, rec, hist)
 
 
+def _twin(world: io.World, sock: Any) -> Any:
+    """A second socket object on ``sock``'s descriptor (the explorer detaches it after the
+    run: the descriptor is ``sock``'s)."""
+    twin = io.Socket(sock.family, sock.type, sock.proto, fileno=sock.fileno())
+    socket.socket.setblocking(twin, False)  # as its original: only the object differs
+    world.resources.remove(twin._io_resource)
+    world.by_fd[sock.fileno()] = twin._io_resource = io.resource(sock)  # one descriptor
+    return twin
+
+
 def _bad_run(module: Any, sc: Scenario, rec: Record, hist: _History) -> None:
     dials = [d.obj for d in rec.dials]
     spare = _late(rec.world, module, "spare")
@@ -329,6 +353,12 @@ def _bad_run(module: Any, sc: Scenario, rec: Record, hist: _History) -> None:
     elif bad == "a blocking socket":
         socket.socket.setblocking(spare.obj.sock, True)
         args = (dials + [spare.obj], control, timeout)
+    elif bad == "a second object on one descriptor":
+        twin = _twin(rec.world, first.sock)
+        rec.twins.append(twin)
+        args = (dials + [module.Dial("twin", twin)] if dials else
+                [spare.obj, module.Dial("twin", _twin(rec.world, spare.obj.sock))],
+                control, timeout)
     elif bad == "control None":
         args = (dials, None, timeout)
     else:  # "control closed"
@@ -358,12 +388,38 @@ def _thread(module: Any, sc: Scenario, rec: Record, hist: _History, ops: list[li
                 while state["runs_done"] < runs_total:
                     s.block(task, state["token"], None, what="waits for run() to end")
                 kind = kind[6:]
-            _op(module, sc, rec, hist, kind, arg, state)
+            elif kind.startswith("at pause "):
+                while not state["paused"]:
+                    s.block(task, state["pause"], None, what="waits for T1 to stop")
+                kind = kind[9:]
+            _op(module, sc, rec, hist, kind, arg, state, runs_total)
     return body
 
 
+def _pause(rec: Record, task: Any, state: dict[str, Any]) -> None:
+    """``task`` stops here (between two of its lines) until no other thread can go on; the
+    operations waiting for the pause run meanwhile."""
+    s = rec.sched
+    token = object()
+
+    def resume() -> bool:  # asked when nobody can run: then the stopped thread goes on
+        if task.state == WAITING and task.blocker is token:
+            task.state, task.reason = READY, "woken"
+            return True
+        return False
+
+    state["paused"] = True
+    s.wake(state["pause"])
+    s.record("stops here while the others run", task=task, kind="block")
+    s.on_idle.append(resume)
+    try:
+        s.block(task, token, None, what="a pause between two lines")
+    finally:
+        s.on_idle.remove(resume)
+
+
 def _op(module: Any, sc: Scenario, rec: Record, hist: _History, kind: str, arg: Any,
-        state: dict[str, Any]) -> None:
+        state: dict[str, Any], runs_total: int) -> None:
     control, world, s = rec.control, rec.world, rec.sched
     if kind == "run":
         main = not any(c.kind == "run" and c.args[:1] == ("main",) for c in rec.calls)
@@ -402,6 +458,23 @@ def _op(module: Any, sc: Scenario, rec: Record, hist: _History, kind: str, arg: 
         late = [d for d in rec.dials if d.kind == "late"]
         if late and late[arg % len(late)].finished is None:
             _finish(rec, late[arg % len(late)], kind)
+    elif kind == "flood":
+        def flood() -> int:
+            seconds, chunk, most = FLOOD
+            sent, until = 0, s.now + seconds
+            for _ in range(most):
+                if s.now >= until or state["runs_done"] >= runs_total:
+                    break
+                try:
+                    sent += control.writer.send(b"f" * chunk, socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    pass  # full: the loop has plenty to read
+                except OSError:
+                    break  # the run closed the control: the flood is over
+                s.progress()
+                s.point()
+            return sent
+        hist.call("flood", op_label(["flood", None, 0]), flood)
     elif kind == "stray":
         hist.call("stray", f"writer.send({arg} bytes)",
                   lambda: control.writer.send(b"s" * arg, socket.MSG_DONTWAIT))

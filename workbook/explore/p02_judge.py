@@ -102,8 +102,13 @@ def _deadline(rec: Any, c: Call) -> float | None:
     return c.call_time + value
 
 
+#: With every step of the loop costing time (``Scenario.slow``), a deadline or a stop may be
+#: seen this many steps late: one turn of a loop, however it is written.
+SLOW_STEPS = 200
+
+
 def _slack(rec: Any) -> float:
-    return float(rec.sc.lag[2]) if rec.sc.lag else 0.0
+    return (float(rec.sc.lag[2]) if rec.sc.lag else 0.0) + rec.sc.slow * SLOW_STEPS
 
 
 def _release_fault(rec: Any) -> bool:

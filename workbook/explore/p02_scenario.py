@@ -34,14 +34,19 @@ BAD_TIMEOUTS = ("-1", "nan", "-inf", "'1'", "True")
 #: nothing, so that the valid run after it works).
 BAD_ARGS = ("timeout -1", "timeout nan", "timeout -inf", "timeout '1'", "dials iterator",
             "dials str", "a None dial", "a duplicate name", "a shared socket",
-            "a closed socket", "a blocking socket", "control None", "control closed")
+            "a closed socket", "a blocking socket", "a second object on one descriptor",
+            "control None", "control closed")
 #: Operations of the threads other than the loop: [kind, argument, delay before it].
 OPS = ("press", "look", "connect", "refuse", "press", "stray", "eof", "run", "presses",
-       "after press", "after close", "after look", "after run", "connect")
+       "after press", "after close", "after look", "after run", "connect", "flood")
 LOOP_AFTER = (None, "after press", "after close", "after look")
 STRAYS = (1, 5000, 9000)
 #: Presses of a "presses" operation: more than a socket pair's buffer takes (~270).
 PRESSES = 600
+#: A flood: stray bytes (no stop), sent in chunks bigger than a wakeup may drain, with a
+#: point between sends where another thread may run, for this many virtual seconds or until
+#: every run has returned (and never more than this many sends).
+FLOOD = (2.0, 65536, 3000)
 DELAYS = (0, 0.5, 1.0)
 #: What a fault raises: the OSError the call's kind fails with under pressure, an interrupt,
 #: a BaseException that is not an Exception.
@@ -62,7 +67,12 @@ class Scenario:
     fault: list[Any] | None = None  # [task, kind, n, exc]
     interrupt: str | None = None  # raised inside a wait of a thread (not the setup)
     signal: list[int] | None = None  # [task, k]: a press from a handler before its k-th line
+    # [task, k, woken]: that task stops before its k-th line (counted from its first wakeup
+    # if woken) until no other thread can go on; the operations marked "at pause" run then
+    # (another call landing between two lines)
+    pause: list[int] | None = None
     lag: list[Any] | None = None  # [task, n, seconds]: time passes at its n-th point
+    slow: float = 0.0  # virtual seconds each step of the loop (T1) costs: a loaded machine
     jump: float = 0.0
     preempt: float = 0.0
     seed: int = 0
@@ -89,9 +99,15 @@ class Scenario:
         if self.signal:
             extra.append(f"a signal handler presses before the {_nth(self.signal[1])} line "
                          f"T{self.signal[0]} runs")
+        if self.pause:
+            extra.append(f"T{self.pause[0]} stops before the {_nth(self.pause[1])} line it runs"
+                         + (" after its first wakeup" if self.pause[2:] == [1] else "")
+                         + " while the others run")
         if self.lag:
             extra.append(f"{self.lag[2]:g} s pass at the {_nth(self.lag[1])} step of "
                          f"T{self.lag[0]}")
+        if self.slow:
+            extra.append(f"each step of T1 takes {self.slow:g} s")
         if self.jump:
             extra.append(f"the wall clock jumps {self.jump:+g} s once time moves")
         if self.preempt:
@@ -116,13 +132,16 @@ def op_label(op: list[Any]) -> str:
     wait = f"after {delay:g} s, " if delay else ""
     text = {"press": "request_stop()", "look": "stop_requested", "eof": "close the writer (EOF)",
             "run": "run()", "drain": "drain()",
-            "presses": f"{PRESSES} × request_stop()", "close": "control.close()"}.get(kind)
+            "presses": f"{PRESSES} × request_stop()", "close": "control.close()",
+            "flood": f"a flood of stray bytes for {FLOOD[0]:g} s"}.get(kind)
     if kind in ("connect", "refuse"):
         text = f"{'finish' if kind == 'connect' else 'refuse'} a late dial (#{arg + 1})"
     elif kind == "stray":
         text = f"{arg} stray byte{'s' if arg != 1 else ''} on the writer (no stop)"
     elif kind.startswith("after "):
         text = f"once run() is over, {op_label([kind[6:], arg, 0])}"
+    elif kind.startswith("at pause "):
+        text = f"while T1 is stopped, {op_label([kind[9:], arg, 0])}"
     return wait + (text or kind)
 
 
@@ -159,15 +178,21 @@ def scenarios(draw: Any, extensions: bool = True) -> Scenario:
     signal = None
     if draw(st.integers(0, 5)) == 0:
         signal = [draw(st.integers(1, len(threads))), draw(st.integers(1, 40))]
+    pause = None
+    if draw(st.integers(0, 4)) == 0:
+        pause = [1, draw(st.integers(1, 70)), draw(st.integers(0, 1))]
+        threads.append([[f"at pause {draw(st.sampled_from(OPS[:8]))}",
+                         draw(st.integers(0, 2)), 0]])
     lag = None
     if draw(st.integers(0, 4)) == 0:
         lag = [draw(st.integers(1, len(threads))), draw(st.integers(1, 30)),
                draw(st.sampled_from((0.25, 0.5, 2.0)))]
     return Scenario(
         dials=dials, timeout=timeout, threads=threads, early=draw(st.sampled_from((0, 0, 0, 1))),
+        slow=draw(st.sampled_from((0.0, 0.0, 0.0, 0.001))),
         bad=draw(st.sampled_from((None,) * 6 + BAD_ARGS)), fault=fault,
         interrupt=draw(st.sampled_from((None, None, "KeyboardInterrupt", "Cancelled"))),
-        signal=signal, lag=lag, jump=draw(st.sampled_from((0.0, 0.0, -100.0, 100.0))),
+        signal=signal, pause=pause, lag=lag, jump=draw(st.sampled_from((0.0, 0.0, -100.0, 100.0))),
         preempt=draw(st.sampled_from(PREEMPT)), seed=draw(st.integers(0, 2**16)))
 
 
@@ -221,6 +246,23 @@ def systematic(extensions: bool = True) -> list[Scenario]:
                          signal=[2, k]))
     for n in range(1, 25, 2):
         out.append(_base(timeout=1.0, lag=[1, n, 0.5]))
+    # every operation between any two lines the loop runs: T1 stops before its k-th line
+    # and the operation runs then; in a run that ends by itself (its dial connects at once),
+    # and in one a stray byte wakes (the operation then lands in the control's branch)
+    for dials, woken, lines in ((["up"], 0, 70), (["late"], 1, 45)):
+        for op in ("press", "run", "look", "stray", "eof"):
+            for k in range(1, lines + 1):
+                others = [[[f"at pause {op}", 1 if op == "stray" else None, 0]]]
+                if woken:
+                    others.append([["stray", 1, 0.5]])
+                out.append(Scenario(list(dials), None, [[list(RUN)]] + others,
+                                    pause=[1, k, woken]))
+    # a loop on a loaded machine (every step costs time) under a flood of stray bytes, or
+    # pressed: the deadline still ends it, a stop is still seen
+    for timeout, other in ((0.5, ["flood", None, 0]), (None, ["press", None, 0.5])):
+        for seed in range(3):
+            out.append(Scenario(["late"], timeout, [[list(RUN)], [list(other)]], slow=0.001,
+                                preempt=0.3, seed=seed))
     for jump in (-100.0, 100.0):
         out.append(_base(dials=["late"], timeout=1.0, threads=[[list(RUN)]], jump=jump))
     for interrupt in ("KeyboardInterrupt", "Cancelled"):
@@ -284,6 +326,7 @@ def candidates(sc: Scenario):
     for j in range(len(sc.dials)):
         yield variant(dials=sc.dials[:j] + sc.dials[j + 1:])
     for name, plain in (("bad", None), ("fault", None), ("interrupt", None), ("signal", None),
+                        ("pause", None), ("slow", 0.0),
                         ("lag", None), ("jump", 0.0), ("preempt", 0.0), ("early", 0)):
         if getattr(sc, name):
             yield variant(**{name: plain})

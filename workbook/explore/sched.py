@@ -175,7 +175,8 @@ class Scheduler:
                  learner_files: frozenset[str] = frozenset(),
                  choices: Any = None,
                  on_line: Callable[[Task, Any], None] | None = None,
-                 lags: dict[tuple[int, int], float] | None = None) -> None:
+                 lags: dict[tuple[int, int], float] | None = None,
+                 slow: dict[int, float] | None = None) -> None:
         # Every decision of a run: a seeded Random, or a ``bounded.Choices`` that takes
         # them from a script (systematic exploration); both offer random() and randrange().
         self.rng = choices if choices is not None else random.Random(seed)
@@ -208,6 +209,8 @@ class Scheduler:
         # Time passing while a thread runs: (task index, its n-th point) -> virtual seconds
         # the clock moves there (a slow turn, a thread descheduled at an awkward moment).
         self.lags = dict(lags or {})
+        # A thread on a loaded machine: task index -> virtual seconds each of its points costs
+        self.slow = dict(slow or {})
         # Asked, when no task can run, before the clock moves or the run is called blocked:
         # each may make waiting tasks ready (readiness that comes from outside the run, such
         # as the kernel finishing a connect) and says whether it did.
@@ -278,6 +281,8 @@ class Scheduler:
         self._still += 1
         self.info.steps += 1
         task.points += 1
+        if self.slow:
+            self.now += self.slow.get(task.index, 0.0)
         if self.lags:
             lag = self.lags.pop((task.index, task.points), None)
             if lag:

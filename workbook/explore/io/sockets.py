@@ -157,6 +157,11 @@ class Socket(_socket.socket):
     def _io_close(self) -> None:
         _socket.socket.close(self)
 
+    def _io_forget(self) -> None:
+        """Let go of a number that is no longer this object's, without closing it."""
+        if self.fileno() >= 0:
+            _socket.socket.detach(self)
+
     def close(self) -> None:
         w, fd = current(), self.fileno()
         exc = None

@@ -176,13 +176,14 @@ class _Polling:
         if w is not None and self._io_resource is not None:
             w.unregistered(self._io_resource, fd if isinstance(fd, int) else fd.fileno())
 
-    def _wait(self, what: str, timeout: Any, seconds: float | None, *rest: Any) -> list:
+    def _wait(self, what: str, timeout: Any, seconds: Any, *rest: Any) -> list:
+        """``seconds(timeout)``: how long the real call sleeps, once it accepted ``timeout``."""
         _probe(self._kind).poll(timeout, *rest)  # refuses what the real call refuses
         w = current()
         if w is None:
             return self._real.poll(timeout, *rest)
-        return w.wait_ready(what, functools.partial(self._real.poll, 0, *rest), seconds,
-                            fds=lambda got: [fd for fd, _ in got])
+        return w.wait_ready(what, functools.partial(self._real.poll, 0, *rest),
+                            seconds(timeout), fds=lambda got: [fd for fd, _ in got])
 
 
 class Poll(_Polling):
@@ -198,8 +199,8 @@ class Poll(_Polling):
         self._start()
 
     def poll(self, timeout: Any = None) -> list:
-        seconds = None if timeout is None or timeout < 0 else math.ceil(timeout) / 1e3
-        return self._wait("poll()", timeout, seconds)
+        return self._wait("poll()", timeout,  # milliseconds, rounded up; negative: for ever
+                          lambda t: None if t is None or t < 0 else math.ceil(t) / 1e3)
 
 
 def poll() -> Poll:
@@ -233,8 +234,8 @@ class Epoll(_Polling):
         return self._real.closed
 
     def poll(self, timeout: Any = None, maxevents: int = -1) -> list:
-        seconds = None if timeout is None or timeout < 0 else _ms(timeout)
-        return self._wait("epoll.poll()", timeout, seconds, maxevents)
+        return self._wait("epoll.poll()", timeout,  # seconds, to whole ms; negative: for ever
+                          lambda t: None if t is None or t < 0 else _ms(t), maxevents)
 
     def _io_close(self) -> None:
         self._real.close()

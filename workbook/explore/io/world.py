@@ -339,6 +339,9 @@ class World:
         """After the run: close whatever is still open (the explorer's cleanup, no record)."""
         for r in reversed(self.resources):
             if r.closed is not None:
+                forget = getattr(r.obj, "_io_forget", None)
+                if forget is not None:
+                    forget()  # closed through another object on the same descriptor
                 continue
             r.closed, r.how = self.step(), "explorer"
             try:
