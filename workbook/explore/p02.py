@@ -2,7 +2,8 @@
 
 ``run`` executes one scenario (``p02_scenario``) with the learner's module loaded under
 control -- threading and time from ``prims``, selectors, select, socket and os from ``io``
--- and judges it (``p02_judge``): the control's state explained by some order of the calls,
+-- beside the explorer's network (``p02_net``), and judges it (``p02_judge``, ``p02_runs``
+on the facts of ``p02_facts``): the control's state explained by some order of the calls,
 every dial's result by what its connect did and by what was asked, deadlines kept, a cancel
 seen without the clock moving, no thread asleep that could go on, no polling, at most one
 bounded drain per wakeup, and every socket the loop owns unregistered, then closed.  The
@@ -17,11 +18,12 @@ import sys
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from workbook.explore import bounded, driver, io, prims
+from workbook.explore import bounded, driver, io, p02_net, prims
 from workbook.explore.bounded import Choices
 from workbook.explore.driver import Outcome, Report
 from workbook.explore.oracle import Call
 from workbook.explore.p02_judge import judge
+from workbook.explore.p02_net import Dialled, Endpoints, late_dial
 from workbook.explore.p02_scenario import (BAD_ADDRESSES, FLOOD, PRESSES, Scenario, candidates,
                                            from_data, op_label, pairs, reseed, scenarios,
                                            systematic, timeout_value, triples)
@@ -59,59 +61,7 @@ def load(path: str | os.PathLike) -> Any:
     return driver.load(path, PROBLEM, patch=lambda ns: prims.patch(ns) + io.patch(ns))
 
 
-# ---- loopback endpoints (real, shared by every run; nothing leaves 127.0.0.1) ---------------
-
-class _Endpoints:
-    def __init__(self) -> None:
-        self.listener = self._bound(16)
-        self.up = self.listener.getsockname()
-        self.held = self._bound(None)  # bound, never listening: connects are refused
-        self.down = self.held.getsockname()
-        self.full = self._bound(0)  # backlog 0 and one finished connect: SYNs are dropped
-        self.stuck = self.full.getsockname()
-        self.filler = socket.create_connection(self.stuck, timeout=5)
-
-    @staticmethod
-    def _bound(backlog: int | None) -> socket.socket:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        if backlog is not None:
-            sock.listen(backlog)
-        sock.setblocking(False)
-        return sock
-
-    def accept_all(self) -> None:
-        """Accept and close what the run's "up" dials connected (the queue must not fill)."""
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            conn.close()
-
-
-_NET: list[_Endpoints] = []
-
-
-def _net() -> _Endpoints:
-    if not _NET:
-        _NET.append(_Endpoints())
-    return _NET[0]
-
-
 # ---- one run ------------------------------------------------------------------------------------
-
-@dataclass
-class Dialled:
-    """What the explorer knows about one dial: its kind, its socket, its peer (late dials),
-    and when (step) and how its connect finished."""
-    name: str
-    kind: str
-    obj: Any = None  # the learner's Dial
-    peer: Any = None
-    finished: int | None = None  # step (-1: before the run began)
-    status: str = ""
-    errno: int | None = None
 
 
 @dataclass
@@ -178,24 +128,6 @@ class _History:
         return c
 
 
-def _late(world: io.World, module: Any, name: str, blocking: bool = False) -> Dialled:
-    """A dial whose connect the explorer finishes: one end of a socket pair whose send
-    buffer is full (not writable) until a thread empties it (connected) or closes the peer
-    with bytes unread (the kernel's ECONNRESET, SO_ERROR set)."""
-    sock, peer = world.socketpair()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1)
-    socket.socket.setblocking(sock, False)
-    while True:
-        try:
-            socket.socket.send(sock, b"\0" * 4096)
-        except BlockingIOError:
-            break
-    if blocking:
-        socket.socket.setblocking(sock, True)
-    world.name(sock, f"dial {name!r}")
-    return Dialled(name, "late", module.Dial(name, sock), peer)
-
-
 def run(module: Any, sc: Scenario, choices: Choices | None = None) -> Outcome:
     """Run ``sc`` once against ``module`` (a controlled copy, see ``load``) and judge it."""
     if choices is None and sc.script is not None:
@@ -237,7 +169,7 @@ def run(module: Any, sc: Scenario, choices: Choices | None = None) -> Outcome:
     hist = _History(rec)
     runs_total = sum(op[0] in ("run", "after run") for ops in sc.threads for op in ops)
     state.update({"runs_done": 0, "token": object(), "paused": False, "pause": object()})
-    net = _net()
+    net = p02_net.net()
     try:
         bodies = [("setup", lambda: _setup(module, sc, rec, hist, net))]
         bodies += [(f"T{n}", _thread(module, sc, rec, hist, ops, state, runs_total))
@@ -271,14 +203,14 @@ def run(module: Any, sc: Scenario, choices: Choices | None = None) -> Outcome:
         out.problem = judge(rec)
         return out
     finally:
-        for twin in rec.twins:
-            if twin.fileno() >= 0:
-                socket.socket.detach(twin)  # the descriptor is its original's to close
+        for other in rec.twins:
+            if other.fileno() >= 0:
+                socket.socket.detach(other)  # the descriptor is its original's to close
         world.close_all()
         net.accept_all()
 
 
-def _setup(module: Any, sc: Scenario, rec: Record, hist: _History, net: _Endpoints) -> None:
+def _setup(module: Any, sc: Scenario, rec: Record, hist: _History, net: Endpoints) -> None:
     world = rec.world
     c = hist.call("Control", "Control()", module.Control)
     if c.outcome[0] != "return":
@@ -292,7 +224,7 @@ def _setup(module: Any, sc: Scenario, rec: Record, hist: _History, net: _Endpoin
     for kind in sc.dials:
         name = next(names)
         if kind == "late":
-            rec.dials.append(_late(world, module, name))
+            rec.dials.append(late_dial(world, module, name))
             continue
         address = BAD_ADDRESSES[kind] if kind in BAD_ADDRESSES else getattr(net, kind)
         d = hist.call("dial", f"dial({name!r}, {address!r})",
@@ -314,19 +246,9 @@ def _setup(module: Any, sc: Scenario, rec: Record, hist: _History, net: _Endpoin
         _bad_run(module, sc, rec, hist)
 
 
-def _twin(world: io.World, sock: Any) -> Any:
-    """A second socket object on ``sock``'s descriptor (the explorer detaches it after the
-    run: the descriptor is ``sock``'s)."""
-    twin = io.Socket(sock.family, sock.type, sock.proto, fileno=sock.fileno())
-    socket.socket.setblocking(twin, False)  # as its original: only the object differs
-    world.resources.remove(twin._io_resource)
-    world.by_fd[sock.fileno()] = twin._io_resource = io.resource(sock)  # one descriptor
-    return twin
-
-
 def _bad_run(module: Any, sc: Scenario, rec: Record, hist: _History) -> None:
     dials = [d.obj for d in rec.dials]
-    spare = _late(rec.world, module, "spare")
+    spare = late_dial(rec.world, module, "spare")
     rec.spares.append(spare)
     control, timeout = rec.control, timeout_value(sc.timeout)
     first = dials[0] if dials else spare.obj
@@ -341,7 +263,7 @@ def _bad_run(module: Any, sc: Scenario, rec: Record, hist: _History) -> None:
         args = (dials + [None], control, timeout)
     elif bad == "a duplicate name":
         args = (dials + [module.Dial(first.name, spare.obj.sock)] if dials else
-                [spare.obj, module.Dial(spare.name, _late(rec.world, module, "x").obj.sock)],
+                [spare.obj, module.Dial(spare.name, late_dial(rec.world, module, "x").obj.sock)],
                 control, timeout)
     elif bad == "a shared socket":
         args = (dials + [module.Dial("shared", first.sock)] if dials else
@@ -354,11 +276,10 @@ def _bad_run(module: Any, sc: Scenario, rec: Record, hist: _History) -> None:
         socket.socket.setblocking(spare.obj.sock, True)
         args = (dials + [spare.obj], control, timeout)
     elif bad == "a second object on one descriptor":
-        twin = _twin(rec.world, first.sock)
-        rec.twins.append(twin)
-        args = (dials + [module.Dial("twin", twin)] if dials else
-                [spare.obj, module.Dial("twin", _twin(rec.world, spare.obj.sock))],
-                control, timeout)
+        other = p02_net.twin(rec.world, (first if dials else spare.obj).sock)
+        rec.twins.append(other)
+        args = (dials + [module.Dial("twin", other)] if dials else
+                [spare.obj, module.Dial("twin", other)], control, timeout)
     elif bad == "control None":
         args = (dials, None, timeout)
     else:  # "control closed"
@@ -430,7 +351,7 @@ def _op(module: Any, sc: Scenario, rec: Record, hist: _History, kind: str, arg: 
                     f"timeout={sc.timeout})"
             fn = lambda: module.run(dials, control, timeout_value(sc.timeout))  # noqa: E731
         else:
-            spare = _late(world, module, f"again{len(rec.spares)}")
+            spare = late_dial(world, module, f"again{len(rec.spares)}")
             rec.spares.append(spare)
             args, label = ("again", [spare.obj]), "run() again, same control"
             fn = lambda: module.run([spare.obj], control, None)  # noqa: E731
@@ -457,7 +378,7 @@ def _op(module: Any, sc: Scenario, rec: Record, hist: _History, kind: str, arg: 
     elif kind in ("connect", "refuse"):
         late = [d for d in rec.dials if d.kind == "late"]
         if late and late[arg % len(late)].finished is None:
-            _finish(rec, late[arg % len(late)], kind)
+            p02_net.finish(rec, late[arg % len(late)], kind)
     elif kind == "flood":
         def flood() -> int:
             seconds, chunk, most = FLOOD
@@ -482,29 +403,6 @@ def _op(module: Any, sc: Scenario, rec: Record, hist: _History, kind: str, arg: 
         c = hist.call("eof", "writer.close()", control.writer.close)
         if c.outcome[0] == "return" and rec.eof is None:
             rec.eof = c.call
-
-
-def _finish(rec: Record, d: Dialled, how: str) -> None:
-    """The late dial's connect finishes: its peer reads everything (connected: writable,
-    SO_ERROR 0) or closes with bytes unread (refused: the kernel sets ECONNRESET)."""
-    s, world = rec.sched, rec.world
-    d.finished = world.step()
-    if how == "connect":
-        while True:
-            try:
-                if not socket.socket.recv(d.peer, 1 << 16, socket.MSG_DONTWAIT):
-                    break
-            except BlockingIOError:
-                break
-        d.status = "connected"
-        s.record(f"dial {d.name!r} connects (the network)", where=False)
-    else:
-        socket.socket.close(d.peer)
-        world.closed(io.resource(d.peer), "refused")
-        d.status, d.errno = "failed", 104
-        s.record(f"dial {d.name!r} is refused (the network)", where=False)
-    s.progress()
-    world.changed()
 
 
 # ---- exploring (the driver's hooks) -------------------------------------------------------------

@@ -28,9 +28,9 @@ The API, for a problem's explorer:
   its descriptor was closed first), ``waits`` (every readiness or I/O wait: how long the real
   call would sleep, how it ended), ``transfers`` (bytes each send/recv/read/write moved; -1
   would block, 0 on a recv is EOF), ``points`` (every call a fault can land in) and
-  ``injected``.  ``name(obj, label)`` names a descriptor in the timeline; ``socketpair()``
-  makes a pair for the explorer itself; ``changed()`` after the explorer moves bytes some
-  other way; ``close_all()`` after the run.
+  ``injected``.  ``name(obj, label)`` names a descriptor in the timeline; ``changed()`` after
+  the explorer moves bytes some other way; ``close_all()`` after the run.  ``pair()`` makes
+  a controlled socket pair for the explorer itself (no fault lands in it).
 - ``Fault(task, kind, n, make)``: the ``n``-th call of ``kind`` (``KINDS``) made by task
   ``task`` raises ``make()``; ``error(kind)`` is the realistic ``OSError`` of each kind (a
   close or an unregister fails after it has let go, as close(2) does; a connect_ex reports a
@@ -50,7 +50,7 @@ from typing import Any
 from workbook.explore import prims
 from workbook.explore.io.fds import (close, eventfd, eventfd_read, eventfd_write, pipe, pipe2,
                                      read, write)
-from workbook.explore.io.sockets import Socket, create_connection, fromfd, socketpair
+from workbook.explore.io.sockets import Socket, create_connection, fromfd, pair, socketpair
 from workbook.explore.io.waits import (DefaultSelector, Epoll, EpollSelector, Poll,
                                        PollSelector, SelectSelector, poll, select)
 from workbook.explore.io.world import (KINDS, Fault, Registration, Resource, Transfer, Wait,
@@ -93,7 +93,7 @@ def patch(namespace: dict[str, Any]) -> list[str]:
 
 
 __all__ = ["KINDS", "Fault", "World", "Resource", "Registration", "Wait", "Transfer",
-           "attach", "current", "error", "resource", "patch", "Socket", "socketpair",
+           "attach", "current", "error", "resource", "patch", "Socket", "pair", "socketpair",
            "fromfd", "create_connection", "SelectSelector", "PollSelector", "EpollSelector",
            "DefaultSelector", "select", "poll", "Poll", "Epoll", "pipe", "pipe2", "eventfd",
            "eventfd_read", "eventfd_write", "read", "write", "close"]

@@ -192,7 +192,13 @@ def socketpair(family: Any = None, type: int = _socket.SOCK_STREAM, proto: int =
     w = current()
     if w is not None:
         w.enter("socket")
-    a, b = _socket.socketpair(family, type, proto)
+    return pair(family, type, proto)
+
+
+def pair(*args: Any) -> tuple[Socket, Socket]:
+    """A controlled socket pair made for the explorer itself: tracked, but no fault lands in
+    its creation (``socketpair`` is the learner's, counted and faultable)."""
+    a, b = _socket.socketpair(*args)
     return (Socket(a.family, a.type, a.proto, fileno=a.detach()),
             Socket(b.family, b.type, b.proto, fileno=b.detach()))
 

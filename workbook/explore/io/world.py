@@ -324,14 +324,6 @@ class World:
 
     # ---- the explorer's side -------------------------------------------------------------
 
-    def socketpair(self, *args: Any) -> tuple[Any, Any]:
-        """A controlled pair made for the explorer itself (no fault lands in it)."""
-        from workbook.explore.io.sockets import Socket
-
-        a, b = _socket.socketpair(*args)
-        return (Socket(a.family, a.type, a.proto, fileno=a.detach()),
-                Socket(b.family, b.type, b.proto, fileno=b.detach()))
-
     def open(self) -> list[Resource]:
         return [r for r in self.resources if r.closed is None and r.kind != "poll"]
 
