@@ -79,6 +79,7 @@ class Record:
     writer: io.Resource | None = None
     eof: int | None = None  # step at which the writer was closed by a thread
     ended: str = "finished"
+    final_stop: bool | None = None  # stop_requested once the run was over
 
 
 def _short(value: Any) -> str:
@@ -147,6 +148,8 @@ def run(module: Any, sc: Scenario, choices: Choices | None = None) -> Outcome:
             if signal[what + " lines"] != plan[1] or not rec_box or rec_box[0].control is None:
                 continue
             signal[what] = True  # once; what runs from here is not traced
+            rec_box[0].sched.record("a signal lands before this line" if what == "signal" else
+                                    "is stopped before this line", task=task, kind="fault")
             if what == "signal":
                 _History(rec_box[0]).call("press", "request_stop() in a signal handler",
                                           rec_box[0].control.request_stop, task=task)
@@ -200,6 +203,7 @@ def run(module: Any, sc: Scenario, choices: Choices | None = None) -> Outcome:
             out.problem = (f"{info.spinner} kept running without ever waiting: it spins "
                            "(it never sleeps while nothing it waits for is ready)")
             return out
+        rec.final_stop = _final_stop(rec)
         out.problem = judge(rec)
         return out
     finally:
@@ -208,6 +212,15 @@ def run(module: Any, sc: Scenario, choices: Choices | None = None) -> Outcome:
                 socket.socket.detach(other)  # the descriptor is its original's to close
         world.close_all()
         net.accept_all()
+
+
+def _final_stop(rec: Record) -> bool | None:
+    """``stop_requested`` once the run is over, read by the explorer (None if it cannot be
+    read without waiting: a lock a stuck thread holds, say)."""
+    try:
+        return bool(rec.control.stop_requested) if rec.control is not None else None
+    except Exception:  # noqa: BLE001 - the learner's property, read outside any thread
+        return None
 
 
 def _setup(module: Any, sc: Scenario, rec: Record, hist: _History, net: Endpoints) -> None:
@@ -331,7 +344,6 @@ def _pause(rec: Record, task: Any, state: dict[str, Any]) -> None:
 
     state["paused"] = True
     s.wake(state["pause"])
-    s.record("stops here while the others run", task=task, kind="block")
     s.on_idle.append(resume)
     try:
         s.block(task, token, None, what="a pause between two lines")

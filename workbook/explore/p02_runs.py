@@ -107,9 +107,11 @@ def _still_waiting(rec: Any, c: Call) -> str | None:
                and p.outcome[:1] == ("return",) and f.injected(rec, p)[0] is None]
     if presses:
         p = min(presses, key=lambda p: p.ret)
+        why = ("the loop missed the stop" if rec.final_stop is not False else
+               "stop_requested is still False: the press returned without recording the state")
         return (f"run() was still waiting (in {f.waiting_on(rec, c)}) although {f.who(p)}'s "
-                f"{p.label} had returned at {p.ret_time:g} s: the loop missed the stop -- a "
-                "thread asleep that could go on")
+                f"{p.label} had returned at {p.ret_time:g} s: {why} -- a thread asleep that "
+                "could go on")
     dials = c.args[1]
     mine = [d for d in rec.dials + rec.spares if d.obj in dials]
     if all(d.finished is not None for d in mine):
