@@ -14,6 +14,7 @@ wall clock jumping.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -310,11 +311,8 @@ def triples(extensions: bool = True) -> list[Scenario]:
 
 def candidates(sc: Scenario):
     """Smaller or plainer scenarios than ``sc``, most promising first."""
-    def variant(**changes: Any) -> Scenario:
-        data = {**sc.__dict__, **changes}
-        data["threads"] = [[list(op) for op in ops] for ops in data["threads"]]
-        data["dials"] = list(data["dials"])
-        return Scenario(**data)
+    def variant(**changes: Any) -> Scenario:  # a copy: no list is shared with ``sc``
+        return replace(copy.deepcopy(sc), **copy.deepcopy(changes))
 
     for i in range(1, len(sc.threads)):
         yield variant(threads=sc.threads[:i] + sc.threads[i + 1:],
