@@ -216,7 +216,8 @@ def systematic(extensions: bool = True) -> list[Scenario]:
     and EOF at chosen instants; each invalid argument; a fault in every counted call of every
     kind, in the setup and in the loop; a signal handler pressing before each of the first
     lines the loop or a presser runs; time passing at each early point; the wall clock
-    jumping during a timed run; drains beside presses, floods and EOF."""
+    jumping during a timed run; a loaded loop under a flood; drains beside presses, floods
+    and EOF; and last (the most runs) every operation between any two lines of the loop."""
     out: list[Scenario] = []
     starts = (["late"], ["up", "down"], ["stuck", "late"], [], ["late", "late"])
     for dials in starts:
@@ -247,17 +248,6 @@ def systematic(extensions: bool = True) -> list[Scenario]:
                          signal=[2, k]))
     for n in range(1, 25, 2):
         out.append(_base(timeout=1.0, lag=[1, n, 0.5]))
-    # every operation between any two lines the loop runs: T1 stops before its k-th line
-    # and the operation runs then; in a run that ends by itself (its dial connects at once),
-    # and in one a stray byte wakes (the operation then lands in the control's branch)
-    for dials, woken, lines in ((["up"], 0, 70), (["late"], 1, 45)):
-        for op in ("press", "run", "look", "stray", "eof"):
-            for k in range(1, lines + 1):
-                others = [[[f"at pause {op}", 1 if op == "stray" else None, 0]]]
-                if woken:
-                    others.append([["stray", 1, 0.5]])
-                out.append(Scenario(list(dials), None, [[list(RUN)]] + others,
-                                    pause=[1, k, woken]))
     # a loop on a loaded machine (every step costs time) under a flood of stray bytes, or
     # pressed: the deadline still ends it, a stop is still seen
     for timeout, other in ((0.5, ["flood", None, 0]), (None, ["press", None, 0.5])):
@@ -273,6 +263,17 @@ def systematic(extensions: bool = True) -> list[Scenario]:
         out.append(Scenario([], None, [[["drain", None, 0.5]] * 3, [other]]))
     out.append(Scenario([], None, [[["drain", None, 0]], [["presses", None, 0]],
                                    [["look", None, 0]]]))
+    # every operation between any two lines the loop runs: T1 stops before its k-th line
+    # and the operation runs then; in a run that ends by itself (its dial connects at once),
+    # and in one a stray byte wakes (the operation then lands in the control's branch)
+    for dials, woken, lines in ((["up"], 0, 70), (["late"], 1, 45)):
+        for op in ("press", "run", "look", "stray", "eof"):
+            for k in range(1, lines + 1):
+                others = [[[f"at pause {op}", 1 if op == "stray" else None, 0]]]
+                if woken:
+                    others.append([["stray", 1, 0.5]])
+                out.append(Scenario(list(dials), None, [[list(RUN)]] + others,
+                                    pause=[1, k, woken]))
     return out
 
 
