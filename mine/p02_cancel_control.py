@@ -88,13 +88,17 @@ class Dial:
 def dial(name: str, address: tuple[str, int]) -> Dial:
     """Start a non-blocking IPv4 TCP connect to ``address`` and wrap it as a ``Dial``.
 
-    Raises ``OSError`` (and closes the socket) if the connect fails on the spot."""
+    Raises ``OSError`` (and closes the socket) if the connect fails on the spot; whatever
+    else it raises (a bad address, an interrupt), it closes the socket first too."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setblocking(False)
-    err = sock.connect_ex(address)
-    if err not in (0, errno.EINPROGRESS):
-        sock.close()
-        raise OSError(err, f"connect to {address!r} failed at once")
+    try:
+        sock.setblocking(False)
+        err = sock.connect_ex(address)
+        if err not in (0, errno.EINPROGRESS):
+            raise OSError(err, f"connect to {address!r} failed at once")
+    except BaseException:
+        sock.close()  # whatever failed (a refused connect, a bad address, a name that does
+        raise         # not resolve, an interrupt), not left to the garbage collector
     return Dial(name, sock)
 
 

@@ -58,6 +58,23 @@ def _advance(trail: list[list[int]], bound: int) -> list[int] | None:
     return None
 
 
+def deviations(run: Callable[[Choices], R], bound: int, limit: int) -> Iterator[R]:
+    """The run that takes every default, then one run per other way of taking one of its
+    decisions (a preemption there, or another thread picked), the defaults after it: every
+    schedule that leaves the default at exactly one point.  Where that is more than
+    ``limit`` runs, the points are spread evenly over the whole run -- a depth-first walk
+    cut short would only vary the end of it."""
+    first = Choices([], bound)
+    yield run(first)
+    taken = [c for c, _, _ in first.trail]
+    others = [(k, alt) for k, (choice, arity, _) in enumerate(first.trail)
+              for alt in range(arity) if alt != choice]
+    if len(others) > limit - 1:
+        others = [others[i * len(others) // (limit - 1)] for i in range(limit - 1)]
+    for k, alt in others:
+        yield run(Choices(taken[:k] + [alt], bound))
+
+
 def schedules(run: Callable[[Choices], R], bound: int, limit: int) -> Iterator[R]:
     """``run`` under every schedule with at most ``bound`` preemptions (at most ``limit``
     runs), first the one with none."""

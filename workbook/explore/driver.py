@@ -16,7 +16,9 @@ A problem's explorer (``p03`` is the first) is a module with:
 - optionally ``pairs(extensions)`` (and ``triples(extensions)``): small scenarios of every
   pair (triple) of API calls, each run under *every* schedule with at most ``BOUND``
   preemptions (``bounded``) -- ``run`` then takes the ``choices`` of the schedule as a third
-  argument; triples only when a search budget (``seconds``) is given;
+  argument; triples only when a search budget (``seconds``) is given; a problem whose runs
+  have many points may set ``WALK = bounded.deviations`` (one deviation from the default
+  schedule at each point, spread over the run) and its own ``PER_SCENARIO``;
 - ``load(path)``: its controlled copy of the learner's module (``driver.load`` with the
   stand-ins it needs: ``prims.patch`` for threading/time, more for sockets or selectors).
 
@@ -177,9 +179,10 @@ def explore(problem: ModuleType, path: str | os.PathLike, *, examples: int | Non
 
     def bounded_runs(shapes: Any, until: float | None) -> bool:
         """Every schedule of each scenario within the bound; True when the search ends."""
+        walk = getattr(problem, "WALK", bounded.schedules)
+        limit = getattr(problem, "PER_SCENARIO", PER_SCENARIO)
         for sc in shapes:
-            for out in bounded.schedules(lambda ch: problem.run(module, sc, ch), BOUND,
-                                         PER_SCENARIO):
+            for out in walk(lambda ch: problem.run(module, sc, ch), BOUND, limit):
                 if judged(out):
                     return True
             if until is not None and time.monotonic() > until:

@@ -81,6 +81,7 @@ class Task:
         self.abandon_count = 0
         self.ident: int | None = None
         self.faultable = index > 0  # task 0 is the setup: nothing is injected there
+        self.points = 0  # points reached so far (``Scheduler.lags`` counts them)
 
     def start(self) -> None:
         """Hand this task to an idle worker thread; it waits for its first turn."""
@@ -172,7 +173,10 @@ class Scheduler:
                  spurious: int = 0, fault_chance: float = 0.35, late: bool = False,
                  jump: float = 0.0,
                  learner_files: frozenset[str] = frozenset(),
-                 choices: Any = None) -> None:
+                 choices: Any = None,
+                 on_line: Callable[[Task, Any], None] | None = None,
+                 lags: dict[tuple[int, int], float] | None = None,
+                 slow: dict[int, float] | None = None) -> None:
         # Every decision of a run: a seeded Random, or a ``bounded.Choices`` that takes
         # them from a script (systematic exploration); both offer random() and randrange().
         self.rng = choices if choices is not None else random.Random(seed)
@@ -195,8 +199,22 @@ class Scheduler:
         self.crash: BaseException | None = None
         self._still = 0  # points since the clock last moved or an operation ended
         self._last_progress = 0.0  # virtual time of the last operation start or end
-        self._tracer = self._trace if (line_preempt > 0 and learner_files) else None
+        # Called at every line of the learner's files a task runs (before any preemption
+        # there): a signal handler landing between two lines, say.  Tracing costs, so only
+        # with line preemption or this hook.
+        self.on_line = on_line
+        self._tracer = self._trace if ((line_preempt > 0 or on_line is not None)
+                                       and learner_files) else None
         self.names: dict[int, str] = {}  # id(primitive) -> the learner's name for it
+        # Time passing while a thread runs: (task index, its n-th point) -> virtual seconds
+        # the clock moves there (a slow turn, a thread descheduled at an awkward moment).
+        self.lags = dict(lags or {})
+        # A thread on a loaded machine: task index -> virtual seconds each of its points costs
+        self.slow = dict(slow or {})
+        # Asked, when no task can run, before the clock moves or the run is called blocked:
+        # each may make waiting tasks ready (readiness that comes from outside the run, such
+        # as the kernel finishing a connect) and says whether it did.
+        self.on_idle: list[Callable[[], bool]] = []
 
     # ---- the record ------------------------------------------------------------------
 
@@ -262,6 +280,15 @@ class Scheduler:
             self._abandon(task)
         self._still += 1
         self.info.steps += 1
+        task.points += 1
+        if self.slow:
+            self.now += self.slow.get(task.index, 0.0)
+        if self.lags:
+            lag = self.lags.pop((task.index, task.points), None)
+            if lag:
+                self.now += lag
+                self._still = 0
+                self.record(f"⏱ {lag:g} s pass while it runs", task=task, kind="fault")
         if self._still > SPIN_STEPS:
             self.info.ended = "spinning"
             self.info.spinner = task.name
@@ -294,7 +321,10 @@ class Scheduler:
             task = self.task()
             if task is not None:
                 self._count(task)
-                if self._may_switch(task) and self.rng.random() < self.line_preempt:
+                if self.on_line is not None:
+                    self.on_line(task, frame)
+                if self.line_preempt > 0 and self._may_switch(task) \
+                        and self.rng.random() < self.line_preempt:
                     task.state = READY
                     self._switch(task)
         return self._trace_line
@@ -356,6 +386,8 @@ class Scheduler:
                 return
             self._maybe_fault()
             ready = [t for t in self.tasks if t.state == READY]
+            if not ready and any([hook() for hook in self.on_idle]):
+                continue  # a hook made a waiting task ready
             if not ready:
                 timed = [t for t in self.tasks if t.state == WAITING and t.deadline is not None
                          and t.deadline < HORIZON]

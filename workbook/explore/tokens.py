@@ -6,16 +6,27 @@ from __future__ import annotations
 import base64
 import json
 import zlib
-from dataclasses import asdict
+from dataclasses import MISSING, asdict, fields
 from typing import Any
 
 PREFIX = "x1."
 
 
 def encode(problem: str, scenario: Any) -> str:
-    """``scenario`` is a dataclass of plain data."""
-    data = json.dumps({"p": problem, "s": asdict(scenario)}, separators=(",", ":"))
+    """``scenario`` is a dataclass of plain data; fields still at their default are left out
+    (a shorter token: decoding gives them back)."""
+    data = json.dumps({"p": problem, "s": _changed(scenario)}, separators=(",", ":"))
     return PREFIX + base64.urlsafe_b64encode(zlib.compress(data.encode(), 9)).decode().rstrip("=")
+
+
+def _changed(scenario: Any) -> dict[str, Any]:
+    out = asdict(scenario)
+    for f in fields(scenario):
+        default = f.default if f.default is not MISSING else (
+            f.default_factory() if f.default_factory is not MISSING else MISSING)
+        if default is not MISSING and out[f.name] == default and f.name != "version":
+            del out[f.name]
+    return out
 
 
 def decode(text: str) -> tuple[str, dict[str, Any]]:

@@ -102,11 +102,14 @@ class Dial:
 
 def dial(name: str, address: tuple[str, int]) -> Dial:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setblocking(False)
-    err = sock.connect_ex(address)
-    if err not in (0, errno.EINPROGRESS):
-        sock.close()
-        raise OSError(err, f"connect to {address!r} failed at once")
+    try:
+        sock.setblocking(False)
+        err = sock.connect_ex(address)
+        if err not in (0, errno.EINPROGRESS):
+            raise OSError(err, f"connect to {address!r} failed at once")
+    except BaseException:
+        sock.close()  # whatever failed (a refused connect, a bad address, a name that does
+        raise         # not resolve, an interrupt), not left to the garbage collector
     return Dial(name, sock)
 
 
