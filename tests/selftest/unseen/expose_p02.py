@@ -234,18 +234,6 @@ def flag_read_before_drain(mod):
            f"run returned {out.value!r} / raised {out.error!r}")
 
 
-def timeout_mode_socket_accepted(mod):
-    d = mod.dial("slow", _listener())
-    d.sock.settimeout(5.0)  # blocks for up to 5 s: not a non-blocking socket
-    control = mod.Control()
-    try:
-        mod.run([d], control, 0.1)
-    except (ValueError, TypeError):
-        expect(not _closed(d.sock), "the rejected socket was closed")
-        return
-    raise AssertionError("run() accepted a dial socket in timeout mode (settimeout(5.0))")
-
-
 def deadline_before_events(mod):
     d = _connected_dial(mod)
     control = mod.Control()
