@@ -36,7 +36,7 @@ from workbook.explore.p01_loop import Loop, Wrapper, awaiting_line, shut
 from workbook.explore.p01_scenario import (FINAL_MAX, Scenario, candidates, from_data, get_args,
                                            op_label, reseed)
 from workbook.explore.p03_judge import Item, OddEq
-from workbook.explore.sched import Abandon, Event, Scheduler, Task
+from workbook.explore.sched import BASE, Abandon, Event, Scheduler, Task
 
 PROBLEM = "p01"
 DEFAULT_EXAMPLES = 120
@@ -89,6 +89,8 @@ class Touchy(Item):
 FAULT_TYPES: dict[str, type[BaseException]] = {
     "KeyboardInterrupt": KeyboardInterrupt, "Interrupted": Interrupted, "Cancelled": Cancelled}
 
+#: Virtual seconds a slow ``after_empty_drain`` works each time (``hook="slow"``).
+SLOW_HOOK = 0.3
 #: Harness waits (not the learner's): what a thread parked on one of these is doing.
 DELAY, STALL, BUSY, JOIN, REQUEST, HANDOFF = ("delay", "stall", "busy", "join", "request",
                                               "handoff")
@@ -118,12 +120,19 @@ class Run:
         self.calls: list[Call] = []
         self.stack: dict[int, list[Call]] = {}  # task index -> calls in progress
         self.wakeups: list[Wakeup] = []  # the calls of call_soon_threadsafe inside puts
-        self.markers: list[int] = []  # steps where the consumer got ready to sleep (hook) or bound
+        # where a wakeup cycle may have ended (the consumer armed): (from, to) steps; to None
+        # for "before its thread records anything else"
+        self.arms: list[tuple[int, int | None]] = []
+        self.hook_returns: list[int] = []
         self.lags: list[tuple[float, float]] = []  # (when, how much) a loop turn started late
         self.first_callback: tuple[Any, tuple] | None = None
+        self.turn = 0  # select() calls of the loop so far: its turns
+        self.delivered: list[int] = []  # turns in which a wakeup (or a stale one) arrived
+        self.deferred = 0  # wakeups whose delivery is held back (``sc.defer``), not yet in
         self.spurious_left = sc.spurious
         self.spurious_due: float | None = None
-        self.bound_as = ""
+        self.bound_as = ""  # how bind_loop was last called, and the step it returned at
+        self.bound_step = -1
         self.sink: Any = None
         self.error: BaseException | None = None
         self.problem: str | None = None
@@ -218,9 +227,9 @@ class Run:
         except BaseException as exc:  # noqa: BLE001 - judged
             self.end(call, "raise", exc)
             return
-        self.bound_as = how
         self.end(call, "return", None)
-        self.markers.append(call.ret)  # type: ignore[arg-type]
+        self.bound_as, self.bound_step = how, call.ret
+        self.arms.append((call.call, call.ret))  # a bind may reset the cycle meanwhile
 
     async def get(self, op: list[Any], final: bool = False) -> Any:
         self._mine()
@@ -268,6 +277,7 @@ class Run:
                               where=False)
             if self.getting is not None:
                 self.getting.meta["cancelled"] = True
+                self.getting.meta["cancel_turn"] = self.turn
             task.cancel()
 
     def hook(self) -> None:
@@ -277,10 +287,13 @@ class Run:
         task = s.task()
         get = self.getting
         start = get.call if get is not None else None
-        prev = [m for m in self.markers if start is not None and m > start]
+        prev = [m for m in self.hook_returns if start is not None and m > start]
         call = self.begin("hook", "after_empty_drain()", ())
         call.meta["since"] = max(prev) if prev else (start if start is not None else call.call)
         in_loop = task is not None and task.index == 1
+        if in_loop and self.sc.hook == "slow":  # work that takes time: the clock moves on
+            s.now += SLOW_HOOK
+            s.record(f"the hook works for {SLOW_HOOK:g} s", kind="fault", where=False)
         if in_loop and self.hooked == 0 and self.sc.hook == "put":
             self.hooked += 1
             self.put("obj")
@@ -291,7 +304,8 @@ class Run:
             while not self.handoff_done:
                 self.park(HANDOFF, None, "waits, inside the hook, for another thread's put")
         self.end(call, "return", None)
-        self.markers.append(call.ret)  # type: ignore[arg-type]
+        self.hook_returns.append(call.ret)  # type: ignore[arg-type]
+        self.arms.append((call.ret, None))  # type: ignore[arg-type]
 
     # ---- the threads ---------------------------------------------------------------------------
 
@@ -310,6 +324,8 @@ class Run:
                 return
             if op[0] == "put":
                 self.put(op[1])
+            elif op[0] == "old_loop":
+                self._earlier_loop()
             elif op[0] == "bind" and op[1] == "running":
                 self.loop.run_until_complete(self._bind_inside(op[1]))
             elif op[0] == "bind":
@@ -319,6 +335,21 @@ class Run:
 
     async def _bind_inside(self, how: str) -> None:
         self.bind(how)
+
+    def _earlier_loop(self) -> None:
+        """The sink served another loop first: bind_loop() and a timed wait there, then that
+        loop is closed (the run goes on with its own loop, bound again)."""
+        main = self.loop
+        self.loop = Loop(self.sched)
+        self.loop.selector.watcher = self
+        self.sched.record("an earlier event loop starts", where=False)
+        try:
+            self.loop.run_until_complete(self._bind_inside("running"))
+            self.loop.run_until_complete(self.get(["get", "default", 0.25, 0, None]))
+        finally:
+            shut(self.loop)
+            self.loop = main
+            self.sched.record("the earlier loop is closed", where=False)
 
     def consumer(self) -> None:
         self.sched.task().faultable = False  # nothing is injected into the loop's thread
@@ -380,7 +411,7 @@ class Run:
 
     # ---- what the loop tells (p01_loop.Watcher) ----------------------------------------------
 
-    def before_call(self, callback: Any, args: tuple, wrapped: bool) -> None:
+    def before_call(self, loop: Loop, callback: Any, args: tuple, wrapped: bool) -> tuple | None:
         s = self.sched
         task = s.task()
         inside = self.stack.get(task.index) if task is not None else None
@@ -388,12 +419,29 @@ class Run:
         name = getattr(callback, "__qualname__", None) or type(callback).__name__
         event = s.record(f"calls call_soon_threadsafe({name})", kind="notify")
         if put is not None:
-            self.wakeups.append(Wakeup(event.step, wrapped, self.bound_as, put))
+            direct = loop is self.loop and not wrapped and self.bound_as == "wrapper" \
+                and put.call > self.bound_step  # the put began after the wrapper was bound
+            self.wakeups.append(Wakeup(event.step, direct, put))
             if self.first_callback is None:
                 self.first_callback = (callback, args)
         if self.sc.stall and not self.sc.stall_after and task is not None and task.index > 1:
             self._stall()
         s.point()
+        if not self.sc.defer or put is None:
+            self.delivered.append(self.turn + 1)  # it runs in the loop's next turn
+            return None
+        self.deferred += 1
+        return self._deliver_later, (s.now + self.sc.defer, callback, args)
+
+    def _deliver_later(self, due: float, callback: Any, args: tuple) -> None:
+        """On the loop's thread: hold a wakeup back until ``due`` (``sc.defer``)."""
+        self.loop.call_at(BASE + due, self._delivered, callback, args)
+
+    def _delivered(self, callback: Any, args: tuple) -> None:
+        self.deferred -= 1
+        self.delivered.append(self.turn)
+        self.sched.record("the held-back wakeup arrives", kind="fault", where=False)
+        callback(*args)
 
     def after_call(self, raised: BaseException | None) -> None:
         s = self.sched
@@ -427,6 +475,7 @@ class Run:
         return deadline
 
     def selected(self, reason: Any) -> None:
+        self.turn += 1
         if reason is None:
             return
         s = self.sched
@@ -437,6 +486,7 @@ class Run:
             s.record("a stale wakeup arrives: the first call_soon_threadsafe callback runs "
                      "again, with nothing new queued", kind="fault", where=False)
             self.loop.call_soon(callback, *args)
+            self.delivered.append(self.turn)
         if self.sc.lag and s.rng.random() < 0.5:
             s.now += self.sc.lag
             self.lags.append((s.now, self.sc.lag))

@@ -22,14 +22,19 @@ if TYPE_CHECKING:
     from workbook.explore.p01 import Run
 
 EPS = 1e-6
+#: Loop turns after a wakeup is delivered during which a cancel may be lost by asyncio itself:
+#: ``asyncio.wait_for`` on 3.10 and 3.11 returns the inner result, swallowing the outer
+#: cancel, when the awaited future completed in the same turn (bpo-42130); the inner task
+#: finishes a turn or two after the callback that sets the event.
+RACE_TURNS = 3
 
 
 @dataclass
 class Wakeup:
     """One call of ``call_soon_threadsafe`` made inside a put."""
     step: int
-    wrapped: bool  # through the object given to bind_loop (a wrapper of the loop)
-    bound: str  # how bind_loop was last called: "running", "loop" or "wrapper"
+    # to the loop itself, although the put began after bind_loop was given a wrapper of it
+    bypassed: bool
     put: Call
     raised: bool = False  # the loop was closed
 
@@ -54,13 +59,20 @@ def _nan(timeout: Any) -> bool:
     return isinstance(timeout, float) and math.isnan(timeout)
 
 
-def deadline(run: "Run", c: Call) -> float | None:
-    """Virtual time by which a get_batch must have returned (lags included); None: never."""
+def deadline(run: "Run", c: Call, late: bool = True) -> float | None:
+    """Virtual time by which a get_batch must have returned (None: never); with ``late``,
+    plus the time its thread lost meanwhile to late turns and inside its hook -- without,
+    the instant it must no longer be asleep."""
     timeout = c.args[1]
     if _forever(timeout) or _nan(timeout) or isinstance(timeout, bool):
         return None
-    lag = sum(d for when, d in run.lags if when >= c.call_time - EPS
-              and (c.ret_time is None or when <= c.ret_time + EPS))
+    lag = 0.0
+    if late:  # late turns, and the time its hook took (which may wait for another put)
+        lag = sum(d for when, d in run.lags if when >= c.call_time - EPS
+                  and (c.ret_time is None or when <= c.ret_time + EPS))
+        lag += sum(h.ret_time - h.call_time for h in run.calls
+                   if h.kind == "hook" and h.ret is not None and h.call >= c.call
+                   and (c.ret is None or h.ret <= c.ret))  # type: ignore[operator]
     return c.call_time + max(timeout, 0.0) + lag
 
 
@@ -88,7 +100,7 @@ def _doing(run: "Run", task: Any) -> str:
     if task.state == "waiting":
         if task.blocker is run.loop.selector:
             return "sleeps in select()"
-        return task.waiting_what
+        return f"waits ({task.waiting_what})"
     inside = run.stack.get(task.index)
     if inside:
         return f"is inside {inside[-1].label}"
@@ -127,14 +139,17 @@ def idle(run: "Run", soonest: float | None) -> str | None:
     if max_limit(c.args[0]) is None:
         return (f"{who(run, c)} went to sleep instead of raising ValueError: max_items < 1 "
                 "raises ValueError")
-    left = available(run)
+    # a wakeup may still be on its way: held back, or from a put not yet returned (stalled
+    # inside call_soon_threadsafe, say)
+    busy = any(c.kind == "put" and c.ret is None for c in run.calls)
+    left = available(run) if not run.deferred and not busy else []
     if left:
         items = ", ".join(repr(p.args[0]) for p in left)
         puts = "; ".join(f"{who(run, p)} returned at step {p.ret}" for p in left)
         return (f"the consumer sleeps in select() inside {who(run, c)} while {items} "
                 f"wait{'s' if len(left) == 1 else ''} in the sink ({puts}): a lost wakeup -- "
                 "get_batch returns as soon as any item is available")
-    end = deadline(run, c)
+    end = deadline(run, c, late=False)
     if end is not None and (soonest is None or soonest > end + EPS):
         limit = max(c.args[1], 0.0)
         return (f"{who(run, c)} is still asleep at its deadline ({limit:g} s after the call, "
@@ -187,8 +202,16 @@ def _call_problem(run: "Run", c: Call) -> str | None:
         return None
     max_items, timeout = c.args[0], c.args[1]
     limit = max_limit(max_items)
+    cancelled = c.meta.get("cancelled")
+    turn = c.meta.get("cancel_turn", 0)
+    if cancelled and not (how == "raise" and isinstance(value, asyncio.CancelledError)) \
+            and not any(turn - RACE_TURNS <= t <= turn for t in run.delivered):
+        got = (f"returned {value!r}" if how == "return" else f"raised {type(value).__name__}")
+        return (f"{who(run, c)} was cancelled while it waited, and {got}: a cancelled "
+                "get_batch ends with CancelledError (it is a BaseException: an except clause "
+                "for timeouts must not catch it)")
     if how == "raise":
-        if isinstance(value, asyncio.CancelledError) and c.meta.get("cancelled"):
+        if isinstance(value, asyncio.CancelledError) and cancelled:
             return None
         if isinstance(value, ValueError) and limit is None:
             return None
@@ -319,7 +342,8 @@ def _explain(run: "Run", calls: list[Call]) -> str:
         if c.kind == "empty" or (c in gets and c.outcome[1] == []):
             for p in puts:
                 if _queued_throughout(p, c, gets, put_ids):
-                    item = f"{p.args[0]!r} ({who(run, p)}, before it) had come out of no batch"
+                    item = (f"{p.args[0]!r} ({who(run, p)}, returned at step {p.ret}) had "
+                            "come out of no batch")
                     if c.kind == "empty":
                         return (f"after_empty_drain was called although {item}: the hook "
                                 "runs only after a drain that found the sink empty")
@@ -341,10 +365,11 @@ def _explain(run: "Run", calls: list[Call]) -> str:
 
 
 def _queued_throughout(p: Call, c: Call, gets: list[Call], put_ids: Counter) -> bool:
-    """Whether the item of put ``p`` was in the sink during all of call ``c``: put before
-    ``c`` began, and taken by no batch that began before ``c`` ended."""
+    """Whether the item of put ``p`` was in the sink during all of call ``c`` could take
+    effect: put before then, and taken by no batch that began before ``c`` ended."""
     x = p.args[0]
-    if p.outcome[:1] != ("return",) or put_ids[id(x)] != 1 or p.ret is None or p.ret >= c.call:
+    start = max(c.call, c.lo)  # a [] with a timeout takes effect at its deadline at the earliest
+    if p.outcome[:1] != ("return",) or put_ids[id(x)] != 1 or p.ret is None or p.ret >= start:
         return False
     end = c.ret if c.ret is not None else math.inf
     return not any(g.call <= end and any(y is x for y in g.outcome[1]) for g in gets)
@@ -355,7 +380,7 @@ def _wakeups(run: "Run") -> str | None:
         return f"wakeups_scheduled is {run.count0!r} on a new sink: it starts at 0"
     made = run.wakeups
     for w in made:
-        if w.bound == "wrapper" and not w.wrapped:
+        if w.bypassed:
             return (f"{who(run, w.put)} called the event loop's own call_soon_threadsafe, not "
                     "that of the object given to bind_loop: wakeups go through the given object")
     if run.sc.hook is not None:
@@ -377,11 +402,12 @@ def _wakeups(run: "Run") -> str | None:
 
 def _one_per_cycle(run: "Run", made: list[Wakeup]) -> str | None:
     events = run.sched.events
-    arms = []
-    for m in run.markers:
-        task = events[m].task
-        later = next((e.step for e in events[m + 1:] if e.task == task), math.inf)
-        arms.append((m, later))
+    arms: list[tuple[int, float]] = []
+    for lo, hi in run.arms:
+        if hi is None:  # until its thread records anything else
+            task = events[lo].task
+            hi = next((e.step for e in events[lo + 1:] if e.task == task), math.inf)
+        arms.append((lo, hi))
     pair = same_cycle(made, arms)
     if pair is None:
         return None

@@ -17,7 +17,8 @@ they do in production -- with two parts swapped, the way a test swaps a clock:
 ``Loop.call_soon_threadsafe`` also reports every call to the run (``Watcher``): who called it
 from which line, whether through the object given to ``bind_loop``, and it may let the
 calling thread stall there for a while (virtual time) before or after the self-pipe write,
-as a descheduled producer would.  Each select() that returns is a point where another
+as a descheduled producer would, or have the callback delivered late, as a slow wrapper
+would.  Each select() that returns is a point where another
 thread may run first, and one that returns late lets virtual time jump (a long loop turn).
 """
 from __future__ import annotations
@@ -32,7 +33,8 @@ from workbook.explore.sched import BASE, TASKS, Scheduler
 class Watcher(Protocol):
     """What the loop tells the run (``p01.Run`` implements it)."""
 
-    def before_call(self, callback: Callable[..., Any], args: tuple, wrapped: bool) -> None: ...
+    def before_call(self, loop: "Loop", callback: Callable[..., Any], args: tuple,
+                    wrapped: bool) -> tuple[Callable[..., Any], tuple] | None: ...
 
     def after_call(self, raised: BaseException | None) -> None: ...
 
@@ -118,8 +120,10 @@ class Loop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
     def call_soon_threadsafe(self, callback: Any, *args: Any, context: Any = None) -> Any:
         watcher = self.selector.watcher
         mine = TASKS.get(_ident()) is not None and watcher is not None
-        if mine:
-            watcher.before_call(callback, args, self._through_wrapper > 0)
+        if mine:  # the watcher may have the call delivered otherwise (later, say)
+            instead = watcher.before_call(self, callback, args, self._through_wrapper > 0)
+            if instead is not None:
+                callback, args = instead
         try:
             handle = super().call_soon_threadsafe(callback, *args, context=context)
         except BaseException as exc:

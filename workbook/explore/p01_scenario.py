@@ -39,7 +39,7 @@ TIMEOUTS: tuple[Any, ...] = (None, 0, 0.5, 1.0, None, 0.5, "-0.0", -1, 0.25, 1e1
 #: Virtual seconds before a call (ties with the deadlines and each other on purpose).
 DELAYS = (0, 0, 0.5, 1.0)
 CANCELS = (None, None, None, 0, 0.5, 1.0)
-HOOKS = (None, "record", "record", "put", "handoff")
+HOOKS = (None, "record", "record", "put", "handoff", "slow")
 BINDS = ("running", "loop", "wrapper")
 #: Exceptions injected into a producer's wait for a lock: an interrupt, an Exception, a
 #: BaseException that is neither.
@@ -62,6 +62,7 @@ class Scenario:
     spurious_after: float = 0.5  # ... this long into each sleep
     stall: float = 0.0  # call_soon_threadsafe stalls the producer this long
     stall_after: bool = False  # ... after the self-pipe write (else before)
+    defer: float = 0.0  # a put's wakeup is delivered this long after its call (put returns)
     lag: float = 0.0  # a loop turn may start this much late
     jump: float = 0.0  # the wall clock (time.time) jumps by this once virtual time moves
     preempt: float = 0.0
@@ -91,6 +92,8 @@ class Scenario:
         if self.stall:
             extra.append(f"call_soon_threadsafe stalls its caller {self.stall:g} s "
                          + ("after" if self.stall_after else "before") + " the self-pipe write")
+        if self.defer:
+            extra.append(f"each wakeup a put schedules reaches the loop {self.defer:g} s late")
         if self.lag:
             extra.append(f"a loop turn may start {self.lag:g} s late")
         if self.jump:
@@ -108,7 +111,8 @@ class Scenario:
 HOOK_TEXT = {None: "no after_empty_drain hook", "record": "",
              "put": "after_empty_drain puts an item the first time",
              "handoff": "after_empty_drain, the first time, has another thread put an item "
-                        "and waits for that put"}
+                        "and waits for that put",
+             "slow": "after_empty_drain works 0.3 s each time"}
 
 
 # ---- values ------------------------------------------------------------------------------------
@@ -154,6 +158,8 @@ def op_label(op: list[Any], item: str | None = None) -> str:
                 "wrapper": "bind_loop(a wrapper of the loop)"}[op[1]]
     if kind == "busy":
         return f"busy outside the loop for {op[1]:g} s"
+    if kind == "old_loop":
+        return "bind_loop() and get_batch(timeout=0.25) on an earlier loop, then closed"
     args = ", ".join(f"{k}={_show(v)}" for k, v in get_args(op).items())
     text = f"get_batch({args})"
     if len(op) > 3 and op[3]:
@@ -193,7 +199,8 @@ def well_formed(sc: Scenario) -> bool:
 @st.composite
 def scenarios(draw: Any) -> Scenario:
     item = st.sampled_from(ITEMS)
-    setup: list[list[Any]] = [["put", draw(item)] for _ in range(draw(st.integers(0, 1)))]
+    setup: list[list[Any]] = [["old_loop"]] if draw(st.integers(0, 7)) == 0 else []
+    setup += [["put", draw(item)] for _ in range(draw(st.integers(0, 1)))]
     where = draw(st.sampled_from(("setup", "setup", "consumer")))
     how = draw(st.sampled_from(BINDS))
     consumer: list[list[Any]] = []
@@ -220,6 +227,7 @@ def scenarios(draw: Any) -> Scenario:
         fault=draw(st.sampled_from(FAULTS)), late=draw(st.booleans()),
         spurious=draw(st.integers(0, 2)), spurious_after=draw(st.sampled_from((0.25, 0.5, 1.0))),
         stall=draw(st.sampled_from((0.0, 0.0, 0.5, 1.0))), stall_after=draw(st.booleans()),
+        defer=draw(st.sampled_from((0.0, 0.0, 0.0, 0.5, 1.0))),
         lag=draw(st.sampled_from((0.0, 0.0, 0.5))),
         jump=draw(st.sampled_from((0.0, 0.0, 0.0, -100.0, 100.0))),
         preempt=draw(st.sampled_from(PREEMPT)), lines=draw(st.booleans()),
@@ -308,24 +316,36 @@ def systematic() -> list[Scenario]:
                             [[["put", "obj", 0.5]]], spurious=1, spurious_after=0.25))
         out.append(Scenario([list(op) for op in setup],
                             [["busy", 1.0], list(wait)], [[list(PUT)]]))
-        out.append(Scenario([list(op) for op in setup],
-                            [["get", "default", None, 0, 0.5], ["get", "default", 0, 0, None]],
+        for first in ([["get", "default", None, 0, 0.5]], [["get", "default", 1.0, 0, 0.5]]):
+            for puts in ([], [[["put", "obj", 0.5]]]):  # cancelled alone, or as an item comes
+                out.append(Scenario([list(op) for op in setup],
+                                    first + [["get", "default", 0, 0, None]], puts))
+        for puts in ([], [[["put", "obj", 0.5]]]):  # a wakeup held back past the deadline
+            out.append(Scenario([list(op) for op in setup], [list(timed), list(timed)], puts,
+                                defer=1.0))
+            out.append(Scenario([list(op) for op in setup], [list(timed), list(timed)], puts,
+                                hook="slow"))
+        out.append(Scenario([["old_loop"]] + [list(op) for op in setup], [list(timed)],
                             [[["put", "obj", 0.5]]]))
         out.append(Scenario([list(op) for op in setup], [["get", "default", 0, 0, None]],
                             [[["put", "obj", 0.5]]], end="close"))
         out.append(Scenario([list(op) for op in setup], [list(timed)],
                             [[["put", "obj", 0.5]], [["put", "obj", 1.0]]], lag=0.5))
         for jump in (-100.0, 100.0):
-            out.append(Scenario([list(op) for op in setup], [list(timed), list(timed)],
-                                [[["put", "obj", 0.5]]], jump=jump))
+            for puts in ([], [[["put", "obj", 0.5]]]):
+                out.append(Scenario([list(op) for op in setup], [list(timed), list(timed)],
+                                    puts, jump=jump))
     for how in BINDS:
         out.append(Scenario([["put", "obj"]], [["bind", how], list(wait)], [[list(PUT)]],
                             preempt=0.5, lines=True))
     # every edge value of each argument once: max_items on three queued items, the timeout
-    # on an empty sink beside a put that comes at 0.5 s
+    # on an empty sink beside a put that comes at 0.5 s, the items
     for spec in dict.fromkeys(MAXES):
         out.append(Scenario([["bind", "running"], ["put", "obj"], ["put", "0"], ["put", "obj"]],
                             [["get", spec, 0, 0, None], ["get", spec, None, 0, None]], []))
+    for spec in ITEMS:  # ... and each kind of item, first in the sink and last
+        out.append(Scenario([["bind", "running"], ["put", spec], ["put", "obj"], ["put", spec]],
+                            [["get", "default", 0, 0, None]], [[["put", spec, 0]]]))
     for spec in dict.fromkeys(TIMEOUTS):
         out.append(Scenario(list(STARTS["armed"]), [["get", "default", spec, 0, None]] * 2,
                             [[["put", "obj", 0.5]]]))
@@ -365,7 +385,7 @@ def candidates(sc: Scenario):
     for j in range(len(sc.setup)):
         out.append(variant(setup=cut(sc.setup, j)))
     for field, plain in (("fault", None), ("spurious", 0), ("stall", 0.0), ("lag", 0.0),
-                         ("jump", 0.0),
+                         ("jump", 0.0), ("defer", 0.0),
                          ("lines", False), ("preempt", 0.0), ("end", "drain"), ("hook", "record")):
         if getattr(sc, field) != plain:
             out.append(variant(**{field: plain}))
