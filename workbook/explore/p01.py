@@ -27,7 +27,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from workbook.explore import driver, p01_judge, p01_scenario, prims
+from workbook.explore import driver, p01_judge, p01_scenario
 from workbook.explore.bounded import Choices
 from workbook.explore.driver import Outcome, Report
 from workbook.explore.oracle import Call
@@ -35,6 +35,7 @@ from workbook.explore.p01_judge import Wakeup
 from workbook.explore.p01_loop import Loop, Wrapper, awaiting_line, shut
 from workbook.explore.p01_scenario import (FINAL_MAX, Scenario, candidates, from_data, get_args,
                                            op_label, reseed)
+from workbook.explore.p03 import _name_primitives  # the sink's locks named as self.NAME
 from workbook.explore.p03_judge import Item, OddEq
 from workbook.explore.sched import BASE, Abandon, Event, Scheduler, Task
 
@@ -203,33 +204,31 @@ class Run:
 
     # ---- the calls ---------------------------------------------------------------------------
 
+    def _do(self, call: Call, act: Any) -> bool:
+        """Run the learner's synchronous call ``act()`` and record how it ended (True: it
+        returned)."""
+        try:
+            act()
+        except Abandon:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - judged
+            self.end(call, "raise", exc)
+            return False
+        self.end(call, "return", None)
+        return True
+
     def put(self, spec: str) -> None:
         value = self.make(spec)
         call = self.begin("put", op_label(["put", spec], repr(value)), (value,))
-        try:
-            self.sink.put(value)
-        except Abandon:
-            raise
-        except BaseException as exc:  # noqa: BLE001 - judged
-            self.end(call, "raise", exc)
-            return
-        self.end(call, "return", None)
+        self._do(call, lambda: self.sink.put(value))
 
     def bind(self, how: str) -> None:
-        target = {"running": None, "loop": self.loop, "wrapper": None}[how]
-        if how == "wrapper":
-            target = Wrapper(self.loop)
+        target = {"running": None, "loop": self.loop, "wrapper": Wrapper(self.loop)}[how]
         call = self.begin("bind", op_label(["bind", how]), (how,))
-        try:
-            self.sink.bind_loop() if target is None else self.sink.bind_loop(target)
-        except Abandon:
-            raise
-        except BaseException as exc:  # noqa: BLE001 - judged
-            self.end(call, "raise", exc)
-            return
-        self.end(call, "return", None)
-        self.bound_as, self.bound_step = how, call.ret
-        self.arms.append((call.call, call.ret))  # a bind may reset the cycle meanwhile
+        if self._do(call, lambda: self.sink.bind_loop() if target is None
+                    else self.sink.bind_loop(target)):
+            self.bound_as, self.bound_step = how, call.ret
+            self.arms.append((call.call, call.ret))  # a bind may reset the cycle meanwhile
 
     async def get(self, op: list[Any], final: bool = False) -> Any:
         self._mine()
@@ -559,15 +558,6 @@ def run(module: Any, sc: Scenario, choices: Choices | None = None) -> Outcome:
     if choices is None and sc.script is not None:
         choices = Choices(list(sc.script), sc.bound)
     return Run(module, sc, choices).go()
-
-
-def _name_primitives(sched: Scheduler, sink: Any) -> None:
-    for attr, value in getattr(sink, "__dict__", {}).items():
-        if prims.is_controlled(value) and id(value) not in sched.names:
-            sched.names[id(value)] = f"self.{attr}"
-            inner = getattr(value, "_lock", None)
-            if inner is not None and id(inner) not in sched.names:
-                sched.names[id(inner)] = f"self.{attr}"
 
 
 # ---- exploring (the driver's hooks) -------------------------------------------------------

@@ -26,6 +26,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from workbook.explore.scenario import schedule_notes
+
 #: Items: a plain object (identity is what counts), falsy values, None, an object equal to
 #: everything, one that refuses to be compared, hashed or tested for truth (as a numpy
 #: array refuses ``bool``): a sink never looks at what it carries.
@@ -98,13 +100,7 @@ class Scenario:
             extra.append(f"a loop turn may start {self.lag:g} s late")
         if self.jump:
             extra.append(f"the wall clock jumps {self.jump:+g} s once time moves")
-        if self.preempt:
-            extra.append(f"preemption {self.preempt:g}")
-        if self.lines:
-            extra.append("line-level preemption")
-        if self.script is not None:
-            extra.append(f"a systematic schedule, {self.bound} preemption(s) allowed")
-        extra = [e for e in extra if e]
+        extra = [e for e in extra + schedule_notes(self) if e]
         return "; ".join(parts) + (" (" + ", ".join(extra) + ")" if extra else "")
 
 
