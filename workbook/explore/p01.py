@@ -513,7 +513,7 @@ class Run:
         bodies = [("setup", self.setup), ("loop", self.consumer)]
         bodies += [(f"P{n}", self.producer(ops)) for n, ops in enumerate(self.sc.producers, 1)]
         if self.sc.hook == "handoff":
-            bodies.append(("H", self.helper))
+            bodies.append(("helper", self.helper))
         try:
             info = self.sched.run(bodies)
         finally:

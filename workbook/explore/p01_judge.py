@@ -39,7 +39,7 @@ class Wakeup:
     raised: bool = False  # the loop was closed
 
 
-_OWNERS = {"setup": "the setup", "loop": "the loop's thread", "H": "the hook's helper"}
+_OWNERS = {"setup": "the setup", "loop": "the loop's thread", "helper": "the hook's helper"}
 
 
 def thread_name(name: str) -> str:
