@@ -19,7 +19,7 @@ from workbook.explore.p01_scenario import max_limit
 from workbook.explore.sched import HORIZON, RunInfo
 
 if TYPE_CHECKING:
-    from workbook.explore.p01 import Run
+    from workbook.explore.p01_run import Run
 
 EPS = 1e-6
 #: Loop turns after a wakeup is delivered during which a cancel may be lost by asyncio itself:
