@@ -136,8 +136,9 @@ class Run:
             if task.state == "done":
                 raise Abandon from None  # the run is over; whatever this is, it came later
             if isinstance(value, NotImplementedError) and self.error is None:
-                self.error = value
-            value.__traceback__ = None
+                self.error = value  # (its traceback names the method not written yet)
+            else:
+                value.__traceback__ = None
             shown = f"{call.label} raises {type(value).__name__}" + (f": {value}" if str(value) else "")
         else:
             shown = f"{call.label} returns" + ("" if call.kind in ("put", "bind", "hook")
