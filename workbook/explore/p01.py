@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from workbook.explore import driver, p01_scenario
@@ -70,7 +71,12 @@ def run(module: Any, sc: Scenario, choices: Choices | None = None) -> Outcome:
 # ---- exploring (the driver's hooks) -------------------------------------------------------
 
 def probe(module: Any, report: Report) -> bool:
-    """Raises the learner's NotImplementedError while the sink is not written yet."""
+    """Raises the learner's NotImplementedError while the sink is not written yet (and the
+    AttributeError the other checkpoints report for a file with no ``OutputSink``, naming
+    the learner's module, not the explorer's private copy of it)."""
+    if not hasattr(module, "OutputSink"):
+        raise AttributeError(f"module {Path(module.__file__).stem!r} has no attribute "
+                             "'OutputSink'")
     out = run(module, Scenario([["bind", "running"], ["put", "obj"]],
                                [["get", "default", 0, 0, None]], []))
     if isinstance(out.error, NotImplementedError):
