@@ -35,7 +35,10 @@ from workbook.grading import discovery, exports, gradebook, judging, protocol
 from workbook.grading.sandbox import runner as sandbox
 
 P01 = manifest.get("p01")
-LIMIT = "20"  # seconds: the wall clock of one run in these tests (the reference needs ~3)
+# seconds: the wall clock of one run in these tests.  The reference needs ~3 s of tests plus
+# p01.explore's ~3 s of CPU, which a loaded 2-core box stretches several-fold (18-42 s seen
+# at load 14 with 20 s: the exploration was cut short and the run timed out).
+LIMIT = "40"
 
 
 def _forbidden() -> list[Path]:

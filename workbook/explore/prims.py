@@ -96,7 +96,8 @@ class Lock:
             if not recorded and self._owner is None:
                 s.record(f"waits for {what}" if not own else f"sleeps on {what}", kind="block")
                 recorded = True
-            reason = s.block(task, self, deadline, what=f"acquire of {what}", interruptible=own)
+            reason = s.block(task, self, deadline, what=f"acquire of {what}",
+                             interruptible=own or s.lock_faults)
             if reason == "timeout":
                 s.record(f"acquire of {what} times out", kind="wake")
                 return False

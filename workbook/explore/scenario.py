@@ -86,15 +86,23 @@ class Scenario:
                          + (", just after a wake-up" if self.late else ""))
         if self.spurious:
             extra.append(f"up to {self.spurious} spurious wake-up(s)")
-        if self.preempt:
-            extra.append(f"preemption {self.preempt:g}")
-        if self.lines:
-            extra.append("line-level preemption")
-        if self.script is not None:
-            extra.append(f"a systematic schedule, {self.bound} preemption(s) allowed")
+        extra += schedule_notes(self)
         if self.jump:
             extra.append(f"the wall clock jumps {self.jump:+g} s once time moves")
         return "; ".join(parts) + (" (" + ", ".join(extra) + ")" if extra else "")
+
+
+def schedule_notes(sc: Any) -> list[str]:
+    """How a scenario's schedule is drawn, in words (any problem's scenario with ``preempt``,
+    ``lines``, ``script`` and ``bound``)."""
+    notes = []
+    if sc.preempt:
+        notes.append(f"preemption {sc.preempt:g}")
+    if sc.lines:
+        notes.append("line-level preemption")
+    if sc.script is not None:
+        notes.append(f"a systematic schedule, {sc.bound} preemption(s) allowed")
+    return notes
 
 
 def timeout_value(spec: Any) -> float | None:

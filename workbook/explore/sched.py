@@ -44,6 +44,13 @@ SPIN_STEPS = 4000
 #: Real seconds a thread may run without reaching a point before the run is given up.
 WALL_LIMIT = 3.0
 
+#: CPython 3.10 copies a traced frame's variables into ``f_locals`` before each call of a
+#: Python trace function and back after it, cells and free variables included: a switch to
+#: another thread inside the trace function would have that thread's writes to a shared
+#: closure variable overwritten by the stale copy.  There, closures' lines are not switch
+#: points.
+_STALE_CELLS = sys.version_info < (3, 11)
+
 READY, RUNNING, WAITING, DONE, IDLE_TASK = "ready", "running", "waiting", "done", "not started"
 
 
@@ -215,6 +222,14 @@ class Scheduler:
         # each may make waiting tasks ready (readiness that comes from outside the run, such
         # as the kernel finishing a connect) and says whether it did.
         self.on_idle: list[Callable[[], bool]] = []
+        # Asked whenever no task can run (after ``on_idle``), before the clock moves to
+        # ``soonest`` (None: no timed wait left, the run is about to end): a problem's judge
+        # looks at the run there (who sleeps while what waits) and may make a task ready
+        # (True: look again) or end the run (``info.ended`` set to anything but "finished").
+        self.before_time_moves: Callable[[float | None], bool] | None = None
+        # Whether an injected exception may also land in a wait for a lock (a thread
+        # parked in ``Lock.acquire``), as a signal handler's exception does on POSIX.
+        self.lock_faults = False
 
     # ---- the record ------------------------------------------------------------------
 
@@ -313,8 +328,19 @@ class Scheduler:
 
     def _trace(self, frame, event, arg):
         if event == "call" and frame.f_code.co_filename in self.learner_files:
+            code = frame.f_code
+            if _STALE_CELLS and (code.co_freevars or code.co_cellvars):
+                return self._trace_count
             return self._trace_line
         return None
+
+    def _trace_count(self, frame, event, arg):
+        """Lines of a closure on 3.10: counted, never a switch (see ``_STALE_CELLS``)."""
+        if event == "line":
+            task = self.task()
+            if task is not None:
+                self._count(task)
+        return self._trace_count
 
     def _trace_line(self, frame, event, arg):
         if event == "line":
@@ -391,6 +417,13 @@ class Scheduler:
             if not ready:
                 timed = [t for t in self.tasks if t.state == WAITING and t.deadline is not None
                          and t.deadline < HORIZON]
+                if self.before_time_moves is not None:
+                    soonest = min((t.deadline for t in timed), default=None)  # type: ignore[type-var]
+                    if soonest is None or soonest > self.now:
+                        if self.before_time_moves(soonest):
+                            if self.info.ended != "finished":
+                                return
+                            continue
                 if not timed:
                     left = [t for t in self.tasks if t.state not in (DONE, IDLE_TASK)]
                     self.info.ended = "blocked" if left else "finished"

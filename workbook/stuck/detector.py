@@ -149,17 +149,24 @@ class Watch:
                 if site not in self.sleep_asks:
                     self.sleep_asks[site] = sleep_seconds(look.learner)
 
-    def sleeping(self) -> tuple[str, ...]:
+    def _sleepers(self) -> dict[threading.Thread, tuple[str, int, int]]:
         """Threads seen asleep in ``time.sleep`` at a learner line at most looks of the wait
-        (at least half): the wait ran out because they are slow, not because they hung.
-        One sentence per line of code, naming every thread that slept there."""
-        by_site: dict[str, list[tuple[str, int, int]]] = {}
+        (at least half): (their usual line, looks asleep, looks)."""
+        out = {}
         for thread, counts in self.sleeps.items():
             looks = self.seen.get(thread, 0)
             seen = sum(counts.values())
             if looks >= 3 and seen * 2 >= looks:
-                site = max(counts, key=counts.get)
-                by_site.setdefault(site, []).append((thread.name, seen, looks))
+                out[thread] = (max(counts, key=counts.get), seen, looks)
+        return out
+
+    def sleeping(self) -> tuple[str, ...]:
+        """Threads seen asleep in ``time.sleep`` at a learner line at most looks of the wait:
+        the wait ran out because they are slow, not because they hung.  One sentence per
+        line of code, naming every thread that slept there."""
+        by_site: dict[str, list[tuple[str, int, int]]] = {}
+        for thread, (site, seen, looks) in self._sleepers().items():
+            by_site.setdefault(site, []).append((thread.name, seen, looks))
         return tuple(slow_sentence(sorted(found), site, self.sleep_asks.get(site))
                      for site, found in sorted(by_site.items()))
 
@@ -200,7 +207,12 @@ class Watch:
         """Threads that burnt CPU through most of the wait, with their hottest learner line."""
         elapsed = time.monotonic() - self.started
         out = []
+        asleep = self._sleepers()
         for thread, counts in self.hot.items():
+            if thread in asleep:
+                # Asleep in time.sleep at most looks: slow.  On a crowded machine each of its
+                # wakeups waits for a CPU, which its demand counts as wanting one.
+                continue
             used = self.last_cpu.get(thread, 0.0) - self.cpu_start.get(thread, 0.0)
             wanted = self.last_demand.get(thread, 0.0) - self.demand_start.get(thread, 0.0)
             # Spinning: it wanted a CPU at nearly every look (a parked thread never does) and
@@ -208,7 +220,7 @@ class Watch:
             # crowded machine a spinner spends most of its time runnable, waiting for a CPU.
             steady = self.moved.get(thread, 0) >= SPINNING_STEADY * max(
                 1, self.looks_at.get(thread, 0) - 1)
-            if elapsed <= 0 or not steady or not counts or used <= STILL_CPU or \
+            if elapsed <= 0 or not steady or not counts or used < SPINNING_CPU / 4 or \
                     wanted < max(SPINNING_SHARE * elapsed, SPINNING_CPU):
                 continue
             site = max(counts, key=counts.get)
