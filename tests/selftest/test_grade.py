@@ -32,7 +32,12 @@ from tests.selftest.grading import battery
 from workbook import ROOT, manifest
 from workbook.explore.driver import seed_for
 from workbook.grading import discovery, exports, gradebook, judging, protocol
-from workbook.grading.sandbox import runner as sandbox
+from workbook.grading.sandbox import IsolationError, runner, uids
+from workbook.grading.sandbox.channels import ReportReader
+from workbook.grading.sandbox.isolation import detect
+from workbook.grading.sandbox.limits import Limits
+from workbook.grading.sandbox.procs import processes_of
+from workbook.grading.sandbox.stage import STAGE_PREFIX, Harness, Stage, staged_files
 
 P01 = manifest.get("p01")
 LIMIT = "20"  # seconds: the wall clock of one run in these tests (the reference needs ~3)
@@ -42,7 +47,7 @@ def _forbidden() -> list[Path]:
     return [p.solution_file for p in manifest.problems().values()]
 
 
-ISOLATION = sandbox.detect(_forbidden())
+ISOLATION = detect(_forbidden())
 
 
 
@@ -56,25 +61,25 @@ def _imports_from(stage_dir: Path, module: str) -> str:
 
 
 def test_the_harness_is_compiled_once_and_a_run_loads_it_only_while_the_bytes_match():
-    harness = sandbox.Harness.snapshot(P01)
+    harness = Harness.snapshot(P01)
     compiled = dict(harness.bytecode)
     assert "workbook/testkit/__pycache__/waits." + sys.implementation.cache_tag + ".pyc" \
         in compiled
     assert not [rel for rel in compiled if "/test_" in rel or "conftest" in rel]
-    with sandbox.Stage(harness, P01.module, b"", None) as stage:
+    with Stage(harness, P01.module, b"", None) as stage:
         pyc = (stage.dir / "workbook" / "testkit" / "__pycache__"
                / f"waits.{sys.implementation.cache_tag}.pyc")
         assert f"{pyc} matches" in _imports_from(stage.dir, "workbook.testkit.waits")
         source = stage.dir / "workbook" / "testkit" / "waits.py"
         source.write_bytes(source.read_bytes() + b"\nCHANGED = True\n")
         assert f"{pyc} matches" not in _imports_from(stage.dir, "workbook.testkit.waits")
-    assert harness.fingerprint == sandbox.Harness.snapshot(P01).fingerprint
+    assert harness.fingerprint == Harness.snapshot(P01).fingerprint
 
 
 def test_by_default_a_batch_runs_four_runs_per_core_at_once():
     from workbook.grading import batch
     cores = len(os.sched_getaffinity(0))
-    assert batch.default_jobs() == min(4 * cores, sandbox.UID_POOL)
+    assert batch.default_jobs() == min(4 * cores, uids.UID_POOL)
     assert batch._parser().parse_args(["x"]).jobs == batch.default_jobs()
 
 def _grade(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -82,7 +87,7 @@ def _grade(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
 
 
 def _sandbox_processes(uids: list[int]) -> list[int]:
-    return [pid for uid in uids for pid in sandbox.processes_of(uid)]
+    return [pid for uid in uids for pid in processes_of(uid)]
 
 
 def _flat(text: str) -> str:
@@ -106,8 +111,8 @@ def _line(seq: int, record: dict, key: bytes = KEY) -> bytes:
     return protocol.encode(key, seq, protocol.from_dict(record)).strip()
 
 
-def _reader() -> sandbox.ReportReader:
-    return sandbox.ReportReader(-1, KEY)  # fed by hand: its thread never starts
+def _reader() -> ReportReader:
+    return ReportReader(-1, KEY)  # fed by hand: its thread never starts
 
 
 def test_a_test_record_keeps_its_cause_and_stuck_count_through_the_pipe():
@@ -119,8 +124,8 @@ def test_a_test_record_keeps_its_cause_and_stuck_count_through_the_pipe():
     records = [protocol.Start(), protocol.Collected(1), protocol.Item(*trusted[0]),
                protocol.TestDone(*trusted[0], outcome="failed", cause="E @ f.py:3", stuck=1),
                protocol.End()]
-    entry = judging.judge(P01, sandbox.Outcome(records=records), trusted,
-                          sandbox.Limits.for_wall(90), "a.py", Path("/x"), Path("/x/t.py"))
+    entry = judging.judge(P01, runner.Outcome(records=records), trusted,
+                          Limits.for_wall(90), "a.py", Path("/x"), Path("/x/t.py"))
     fifo = next(cp for cp in entry.checkpoints if cp.id == "p01.fifo")
     assert (fifo.cause, fifo.stuck) == ("E @ f.py:3", 1)
 
@@ -252,28 +257,28 @@ def test_the_crosscheck_keeps_only_what_came_before_a_departure(index, record, w
 
 
 def test_sandbox_uids_claimed_by_one_grader_are_never_handed_to_another():
-    with sandbox.UidClaim(2) as first, sandbox.UidClaim(2) as second:
+    with uids.UidClaim(2) as first, uids.UidClaim(2) as second:
         assert len(first.uids) == len(second.uids) == 2
         assert not set(first.uids) & set(second.uids)
         first.release()  # free again: the lowest of them is the next one handed out
-        with sandbox.UidClaim(1) as again:
+        with uids.UidClaim(1) as again:
             assert again.uids[0] not in second.uids
             assert again.uids[0] <= min(first.uids)
 
 
 def test_a_run_that_starts_while_the_grader_is_interrupted_is_killed_at_once(monkeypatch):
-    monkeypatch.setattr(sandbox, "_STOPPING", threading.Event())
-    sandbox.kill_all()  # the interrupt comes between a worker's last check and its run
-    with sandbox.UidClaim(0 if ISOLATION == "none" else 1) as claim:
+    monkeypatch.setattr(runner, "_STOPPING", threading.Event())
+    runner.kill_all()  # the interrupt comes between a worker's last check and its run
+    with uids.UidClaim(0 if ISOLATION == "none" else 1) as claim:
         uid = (claim.uids or [None])[0]
-        with sandbox.Stage(sandbox.Harness(()), "x", b"", uid) as stage:
-            out = sandbox.run(stage, [sys.executable, "-c", "import time; time.sleep(60)"],
-                              sandbox.Limits.for_wall(60), iso=ISOLATION, uid=uid)
+        with Stage(Harness(()), "x", b"", uid) as stage:
+            out = runner.run(stage, [sys.executable, "-c", "import time; time.sleep(60)"],
+                              Limits.for_wall(60), iso=ISOLATION, uid=uid)
     assert out.signal == signal.SIGKILL and out.timed_out is None and out.seconds < 20
 
 
 def test_a_run_is_staged_with_its_problem_and_the_harness_package_only():
-    staged = {str(rel) for rel in sandbox.staged_files([P01])}
+    staged = {str(rel) for rel in staged_files([P01])}
     assert {"workbook/__init__.py", "workbook/manifest.py", "workbook/plugin.py",
             "workbook/testkit/__init__.py", "workbook/stuck/decide.py", "workbook/tuning.py",
             "workbook/grading/protocol.py",
@@ -292,7 +297,7 @@ def test_every_module_the_acceptance_sets_import_is_staged():
     import shutil
     for p in manifest.problems().values():
         with tempfile.TemporaryDirectory() as tmp:
-            for rel in sandbox.staged_files([p]):
+            for rel in staged_files([p]):
                 (Path(tmp) / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(ROOT / rel, Path(tmp) / rel)
             target = Path(tmp) / "learner.py"
@@ -510,7 +515,7 @@ def test_a_batch_killed_midway_resumes_without_redoing_finished_work(tmp_path):
     assert {name: after[name] for name in before} == before  # finished work kept as it was
     doc = json.loads(state.read_text())
     assert all(row["total"] == 100 and row["status"] == "ok" for row in doc["rows"].values())
-    stale = Path(tempfile.gettempdir()).glob(f"{sandbox.STAGE_PREFIX}{batch.pid}-*")
+    stale = Path(tempfile.gettempdir()).glob(f"{STAGE_PREFIX}{batch.pid}-*")
     assert list(stale) == []  # the killed grader's staging directories were removed
 
 
@@ -687,8 +692,8 @@ def test_a_missing_submissions_folder_is_a_usage_error(tmp_path):
 
 # -- the gradebook never lies ---------------------------------------------------------------
 
-def _outcome(**changes) -> "sandbox.Outcome":
-    return sandbox.Outcome(records=[protocol.Start()], **changes)
+def _outcome(**changes) -> "runner.Outcome":
+    return runner.Outcome(records=[protocol.Start()], **changes)
 
 
 @pytest.mark.parametrize("changes,reason", [
@@ -698,7 +703,7 @@ def _outcome(**changes) -> "sandbox.Outcome":
 ], ids=["import", "run", "crash"])
 def test_a_stopped_run_gives_its_checkpoints_the_reason_of_the_entry(changes, reason, tmp_path):
     trusted = battery.collection_order(P01)
-    entry = judging.judge(P01, _outcome(**changes), trusted, sandbox.Limits.for_wall(90),
+    entry = judging.judge(P01, _outcome(**changes), trusted, Limits.for_wall(90),
                           "ann/p01_output_sink.py", tmp_path, tmp_path / "t.py")
     assert entry.status == "error" and entry.reason == reason and entry.score == 0
     assert all(reason in cp.message for cp in entry.checkpoints), \
@@ -890,16 +895,16 @@ def test_the_uid_locks_live_in_a_folder_of_their_own_and_a_squatted_path_is_skip
     open_folder.mkdir(mode=0o777)
     open_folder.chmod(0o777)
     locks = tmp_path / "locks"
-    monkeypatch.setattr(sandbox, "LOCK_FOLDERS", (str(open_folder), str(locks)))
-    assert sandbox.lock_folder() == str(locks)  # the world-writable one is passed over
+    monkeypatch.setattr(uids, "LOCK_FOLDERS", (str(open_folder), str(locks)))
+    assert uids.lock_folder() == str(locks)  # the world-writable one is passed over
     assert stat.S_IMODE(locks.stat().st_mode) == 0o700
-    monkeypatch.setattr(sandbox, "UID_BASE", 63100)  # clear of the uids other graders use
+    monkeypatch.setattr(uids, "UID_BASE", 63100)  # clear of the uids other graders use
     (locks / "63100.lock").mkdir()  # something squats the first uid's lock path
-    with sandbox.UidClaim(2) as claim:
+    with uids.UidClaim(2) as claim:
         assert 63100 not in claim.uids and len(claim.uids) == 2
-    monkeypatch.setattr(sandbox, "LOCK_FOLDERS", (str(open_folder),))
-    with pytest.raises(sandbox.IsolationError, match="not a folder of this user's alone"):
-        sandbox.UidClaim(1)
+    monkeypatch.setattr(uids, "LOCK_FOLDERS", (str(open_folder),))
+    with pytest.raises(IsolationError, match="not a folder of this user's alone"):
+        uids.UidClaim(1)
 
 
 def test_discovery_walks_1100_nested_folders_without_recursion(tmp_path):
@@ -968,15 +973,15 @@ def test_similar_names_export_to_different_folders(tmp_path):
 def test_a_run_that_poses_as_the_sandbox_failing_is_not_taken_for_it(tmp_path):
     """The sandbox's own failures come on a channel the run never holds: printing its text
     and exiting 125 is the run's own failure; a real one (an exec that fails) is reported."""
-    with sandbox.UidClaim(0 if ISOLATION == "none" else 1) as claim:
+    with uids.UidClaim(0 if ISOLATION == "none" else 1) as claim:
         uid = (claim.uids or [None])[0]
-        with sandbox.Stage(sandbox.Harness(()), "x", b"", uid) as stage:
-            spoof = sandbox.run(stage, [sys.executable, "-c",
+        with Stage(Harness(()), "x", b"", uid) as stage:
+            spoof = runner.run(stage, [sys.executable, "-c",
                                         "import sys; print('workbook sandbox: [bold]broken');"
                                         " sys.exit(125)"],
-                                sandbox.Limits.for_wall(60), iso=ISOLATION, uid=uid)
-            real = sandbox.run(stage, [str(tmp_path / "no-such-program")],
-                               sandbox.Limits.for_wall(60), iso=ISOLATION, uid=uid)
+                                Limits.for_wall(60), iso=ISOLATION, uid=uid)
+            real = runner.run(stage, [str(tmp_path / "no-such-program")],
+                               Limits.for_wall(60), iso=ISOLATION, uid=uid)
     assert spoof.exit_code == 125 and "workbook sandbox:" in spoof.output
     assert spoof.sandbox_error is None
     assert real.sandbox_error and "no-such-program" in real.sandbox_error
@@ -1034,8 +1039,8 @@ def test_fresh_keeps_each_earlier_result_until_its_pair_is_redone(tmp_path):
     (tmp_path / "subs" / "ann").mkdir(parents=True)
     (tmp_path / "subs" / "ann" / P01.learner_file.name).write_text("x = 1\n")
     subs = discovery.discover(tmp_path / "subs", [P01])
-    harness = {"p01": sandbox.Harness.snapshot(P01)}
-    limits = {"p01": sandbox.Limits.for_wall(20)}
+    harness = {"p01": Harness.snapshot(P01)}
+    limits = {"p01": Limits.for_wall(20)}
     book = gradebook.Gradebook(tmp_path / "g.json", [P01])
     done = _entry(passed=("p01.fifo",))
     fp = f"{subs[0].fingerprint('p01')}:{harness['p01'].fingerprint}:20:{seed_for('p01')}"

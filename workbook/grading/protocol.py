@@ -3,7 +3,7 @@
 The records are the report's own (``workbook.records``, the same the learner's check reads).
 The in-process reporter (``workbook.grading.sandbox.reporter``) takes each record the harness
 plugin emits, signs it and writes it down a pipe; the
-grader (``workbook.grading.sandbox.runner``) checks the signature and decodes it back, and
+grader (``workbook.grading.sandbox.channels``) checks the signature and decodes it back, and
 ``honest_order`` accepts the records only in the one order an honest run produces.
 
 What the signature is for, exactly: it tells the grader's report pipe apart from everything

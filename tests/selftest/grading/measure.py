@@ -32,7 +32,8 @@ from pathlib import Path
 
 from tests.selftest.grading import battery
 from workbook import ROOT, manifest, run, variants
-from workbook.grading.sandbox import runner as sandbox
+from workbook.grading.sandbox.isolation import detect
+from workbook.grading.sandbox.procs import processes_of
 
 
 def _finished(state: Path) -> dict[tuple[str, str], str]:
@@ -55,7 +56,7 @@ def _sandbox_processes(state: Path) -> list[int]:
         uids = json.loads(state.read_text())["sandbox_uids"]
     except (OSError, ValueError, KeyError):
         return []
-    return [pid for uid in uids for pid in sandbox.processes_of(uid)]
+    return [pid for uid in uids for pid in processes_of(uid)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,7 +84,7 @@ def _main(argv: list[str] | None, markers: list[str]) -> int:
     args = parser.parse_args(argv)
     out = args.out or Path(tempfile.mkdtemp(prefix="workbook-battery-"))
     problems = list(manifest.problems().values())
-    iso = sandbox.detect([p.solution_file for p in problems])
+    iso = detect([p.solution_file for p in problems])
     bat = battery.build(out, problems, count=args.count, isolation=iso,
                         hostile=[] if args.mix == "typical" else None)
     markers.append(bat.marker)
