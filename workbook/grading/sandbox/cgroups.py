@@ -81,10 +81,10 @@ def _enable_v2_controllers(parent: Path) -> None:
         enabled = (parent / "cgroup.subtree_control").read_text().split()
     except OSError:
         return
-    for controller in ("memory", "pids"):
-        if controller in available and controller not in enabled:
-            with contextlib.suppress(OSError):
-                (parent / "cgroup.subtree_control").write_text(f"+{controller}")
+    wanted = [f"+{c}" for c in ("memory", "pids") if c in available and c not in enabled]
+    if wanted:
+        with contextlib.suppress(OSError):
+            (parent / "cgroup.subtree_control").write_text(" ".join(wanted))
 
 
 class RunGroup:
