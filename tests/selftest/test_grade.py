@@ -31,7 +31,7 @@ from tests.selftest.conftest import cli
 from tests.selftest.grading import battery
 from workbook import ROOT, manifest
 from workbook.explore.driver import seed_for
-from workbook.grading import discovery, exports, gradebook, judging, protocol
+from workbook.grading import discovery, exports, gradebook, judging, protocol, similarity
 from workbook.grading.sandbox import IsolationError, runner, uids
 from workbook.grading.sandbox.channels import ReportReader
 from workbook.grading.sandbox.isolation import detect
@@ -71,7 +71,9 @@ def test_the_harness_is_compiled_once_and_a_run_loads_it_only_while_the_bytes_ma
                / f"waits.{sys.implementation.cache_tag}.pyc")
         assert f"{pyc} matches" in _imports_from(stage.dir, "workbook.testkit.waits")
         source = stage.dir / "workbook" / "testkit" / "waits.py"
-        source.write_bytes(source.read_bytes() + b"\nCHANGED = True\n")
+        changed = source.read_bytes() + b"\nCHANGED = True\n"
+        source.unlink()  # a link to the harness's shared copy: replaced, not written through
+        source.write_bytes(changed)
         assert f"{pyc} matches" not in _imports_from(stage.dir, "workbook.testkit.waits")
     assert harness.fingerprint == Harness.snapshot(P01).fingerprint
 
@@ -726,6 +728,19 @@ def _entry(status="ok", passed=(), message="expected ['a'], got []"):
     return entry
 
 
+def test_the_gradebook_is_saved_as_plain_indented_json_whatever_was_recorded(tmp_path):
+    """The saved text is made from each entry's text kept since it was recorded; it must be
+    exactly what json.dumps of the whole book gives, before and after an entry changes."""
+    book = gradebook.Gradebook(tmp_path / "g.json", [P01])
+    assert book.text() == json.dumps(book.to_json(), indent=1, ensure_ascii=False)
+    for name in ("ann", "bob\n\"ünïcode\"", ""):
+        book.record(name, "p01", _entry(passed=("p01.fifo",), message="a\nb \u2028 \x1b[1m"))
+    book.save()
+    assert json.loads((tmp_path / "g.json").read_text()) == book.to_json()
+    book.record("ann", "p01", gradebook.Entry.placeholder(P01, "pending"))
+    assert book.text() == json.dumps(book.to_json(), indent=1, ensure_ascii=False)
+
+
 def test_unfinished_pairs_read_pending_in_every_export_and_count_nowhere(tmp_path):
     book = _book(tmp_path, {"ann": _entry(passed=("p01.fifo",)),
                             "bob": gradebook.Entry.placeholder(P01, "pending")})
@@ -834,9 +849,9 @@ def test_similarity_sees_through_renamed_names_comments_and_docstrings():
     source = P01.solution_file.read_text()
     renamed = re.sub(r"\b_drain\b", "_take_some", source.replace("self._items", "self._queue"))
     renamed = "# my own work\n" + renamed.replace('"""', "'''")
-    assert exports.normalised(source.encode()) == exports.normalised(renamed.encode())
-    other = manifest.get("p03").solution_file.read_bytes()
-    assert exports.normalised(source.encode()) != exports.normalised(other)
+    canonical = lambda text: similarity.Print.of(text).canonical  # noqa: E731
+    assert canonical(source) == canonical(renamed)
+    assert canonical(source) != canonical(manifest.get("p03").solution_file.read_text())
 
 
 def test_a_submission_may_bring_helper_modules_beside_its_file(tmp_path):
@@ -954,7 +969,8 @@ def test_a_400_term_expression_is_compared_for_similarity_without_a_crash(tmp_pa
         (tmp_path / name).mkdir()
         (tmp_path / name / P01.learner_file.name).write_text(long_sum)
         subs.append(discovery.discover(tmp_path, [P01])[-1])
-    report = exports.similarity(discovery.discover(tmp_path, [P01]), [P01])
+    subs = discovery.discover(tmp_path, [P01])
+    report = similarity.report(similarity.texts(subs, [P01]), 90)
     assert report["p01"]["identical"] == [["ann", "bob"]]
 
 
@@ -1139,13 +1155,24 @@ def test_similarity_sees_a_renamed_reordered_copy_and_one_with_a_syntax_error(tm
     for name, text in files.items():
         (tmp_path / name).mkdir()
         (tmp_path / name / P01.learner_file.name).write_text(text)
-    report = exports.similarity(discovery.discover(tmp_path, [P01]), [P01], threshold=0)
+    subs = discovery.discover(tmp_path, [P01])
+    report = similarity.report(similarity.texts(subs, [P01]), 0)
     alike = {frozenset((d["a"], d["b"])): d["percent"] for d in report["p01"]["similar"]}
     assert alike[frozenset(("ref", "copy"))] >= 90
     assert alike[frozenset(("ref", "broken"))] >= 90
     honest = [v for k, v in alike.items() if any(n.startswith("alt-") for n in k)
               and not {"copy", "broken"} & k]
     assert honest and max(honest) < 90  # different solutions to the same problem
+    # The percent is copydetect's own compare_files figure, computed without its arrays.
+    from copydetect import CodeFingerprint, compare_files
+    texts = similarity.texts(subs, [P01])["p01"]
+    for a, b in [("ref", "copy"), ("ref", "broken")] + [("ref", n) for n in texts
+                                                        if n.startswith("alt-")]:
+        prints = [CodeFingerprint(f"{n}.py", similarity.K, similarity.WINDOW,
+                                  language="python", fp=io.StringIO(texts[n])) for n in (a, b)]
+        expected = 100 * float(max(compare_files(*prints)[1]))
+        got = 100 * similarity.share(similarity.Print.of(texts[a]), similarity.Print.of(texts[b]))
+        assert abs(got - expected) < 1e-9, (a, b, got, expected)
 
 
 _GUARD_CHECK = r'''

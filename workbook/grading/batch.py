@@ -29,7 +29,7 @@ from rich.table import Column, Table
 
 from workbook import manifest, run
 from workbook.errors import UsageError
-from workbook.grading import exports
+from workbook.grading import exports, similarity
 from workbook.grading.discovery import Submission, discover
 from workbook.grading.gradebook import Entry, Gradebook, atomic_write
 from workbook.explore.driver import seed_for
@@ -170,6 +170,11 @@ def _grade(args, stack: contextlib.ExitStack) -> int:
     limits = {p.id: Limits.for_wall(args.time_limit or p.time_limit) for p in problems}
     harness = {p.id: Harness.snapshot(p) for p in problems}
     remove_stale_stages()
+    alike = None  # the similarity report, made beside the runs (it needs only the files)
+    if args.similarity > 0 and len(submissions) > 1:
+        alike = similarity.Background(submissions, problems, args.similarity,
+                                      state.with_name(state.stem + "-fingerprints.json"))
+        stack.callback(alike.stop)
     with _only_writer(state), UidClaim(0 if iso == "none" else args.jobs) as claim:
         book = Gradebook(state, problems, {
             "submissions_dir": str(args.submissions.resolve()), "isolation": iso,
@@ -184,13 +189,12 @@ def _grade(args, stack: contextlib.ExitStack) -> int:
     extra = {"insight": exports.insight(book)}
     if args.roster:
         extra["roster"] = roster_report(args.roster, submissions, args.submissions)
-    if args.similarity > 0:
-        try:
-            extra["similarity"] = exports.similarity(submissions, problems,
-                                                     threshold=args.similarity)
-        except ImportError:
-            errors.print("[yellow]note:[/yellow] the similarity report needs copydetect "
-                         "(./check.sh grade installs it)")
+    if alike is not None and not interrupted:
+        found = alike.wait()
+        if isinstance(found, str):
+            errors.print(f"[yellow]note:[/yellow] {shown(found)}")
+        else:
+            extra["similarity"] = found
     report = state.with_name(state.stem + "-report.json")
     atomic_write(report, json.dumps(extra, indent=1, ensure_ascii=False).encode())
     if not args.quiet or interrupted:

@@ -157,7 +157,8 @@ def judge(problem: manifest.Problem, outcome: runner.Outcome,
         max_score=problem.points, reasons=reasons, notes=notes,
         points={cp.id: problem.checkpoint(cp.id).points
                 for cp in result.checkpoints if cp.status == "passed"},
-        seconds=round(outcome.seconds, 2), tests_expected=len(trusted),
+        seconds=round(outcome.seconds, 2),
+        cpu=None if outcome.cpu is None else round(outcome.cpu, 3), tests_expected=len(trusted),
         tests_reported=sum(reported.values()), output_bytes=outcome.output_bytes,
         output_tail=clean(outcome.output[-OUTPUT_KEPT:]) if reasons else "",
         leftovers=outcome.leftovers)

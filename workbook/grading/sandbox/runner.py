@@ -42,6 +42,7 @@ class Outcome:
     leftovers: int = 0                  # processes still alive after the run (then killed)
     sandbox_error: str | None = None    # the trampoline itself failed
     run_memory: bool = False            # the run's cgroup hit its memory limit
+    cpu: float | None = None            # CPU seconds of the whole run (its cgroup), if counted
 
 
 _LIVE: set[subprocess.Popen] = set()  # runs in progress, for kill_all()
@@ -80,7 +81,7 @@ def run(stage: Stage, argv: list[str], limits: Limits, *, iso: str, uid: int | N
     group = RunGroup(f"{STAGE_PREFIX}{os.getpid()}-{token}", limits.run_memory,
                      limits.processes) if iso != "none" \
         else None
-    memory_hit = False
+    memory_hit, cpu = False, None
     reader = ReportReader(report_r, key)
     drain = OutputDrain(out_r)
     try:
@@ -109,6 +110,7 @@ def run(stage: Stage, argv: list[str], limits: Limits, *, iso: str, uid: int | N
         leftovers = sweep(uid, token, grace=3.0)
         if group is not None:
             memory_hit = group.hit_memory_limit()
+            cpu = group.cpu()
             leftovers += group.remove()
         reader.join(10)
         drain.join(10)
@@ -131,7 +133,7 @@ def run(stage: Stage, argv: list[str], limits: Limits, *, iso: str, uid: int | N
         # killed, or the trampoline's 128 + signal
         signal=-code if code < 0 else code - 128 if code > 128 and code != 255 else None,
         seconds=time.monotonic() - started, leftovers=leftovers, sandbox_error=sandbox_error,
-        run_memory=memory_hit)
+        run_memory=memory_hit, cpu=cpu)
 
 
 def _watch(proc: subprocess.Popen, reader: "ReportReader", limits: Limits,

@@ -4,12 +4,14 @@ harness, one problem's tests and one submission).  Never ``solutions/``.
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib.util
 import marshal
 import os
 import shutil
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,6 +81,31 @@ class Harness:
             digest.update(rel.encode() + b"\0" + data + b"\0")
         return digest.hexdigest()[:16]
 
+    def tree(self) -> Path:
+        """These files (and the few every stage holds) written once to a folder of the
+        grader's alone, read-only to everyone else; each stage hard-links them from there
+        (a link costs a fraction of a write: staging a run went from about 110 to about
+        15 ms of CPU).  Removed when the grader exits (``remove_stale_stages`` if killed)."""
+        with _TREES_LOCK:
+            tree = _TREES.get(self)
+            if tree is None:
+                tree = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-harness-"))
+                atexit.register(shutil.rmtree, tree, ignore_errors=True)
+                shared = {**dict(self.files + self.bytecode), "pytest.ini": b"[pytest]\n",
+                          **{f"{ETC}/{name}": data for name, data in ETC_FILES.items()}}
+                for rel, data in shared.items():
+                    path = tree / rel
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_bytes(data)
+                    os.chmod(path, 0o644)
+                _TREES[self] = tree = tree.resolve()
+            return tree
+
+
+#: Each harness's read-only copy on disk (``Harness.tree``), made on first use.
+_TREES: dict[Harness, Path] = {}
+_TREES_LOCK = threading.Lock()
+
 
 def remove_stale_stages() -> None:
     """Delete staging directories left by graders that no longer run (killed with SIGKILL,
@@ -109,18 +136,28 @@ class Stage:
         self.dir = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-")).resolve()
         self.target = self.dir / "submission" / f"{module}.py"
         self.work = self.dir / "work"
-        files = {**dict(harness.files + harness.bytecode), "pytest.ini": b"[pytest]\n",
-                 **{f"{ETC}/{name}": data for name, data in ETC_FILES.items()},
-                 **{f"submission/{rel}": data for rel, data in (helpers or {}).items()},
-                 f"submission/{module}.py": source}
         try:
-            for rel, data in files.items():
-                path = self.dir / rel
-                path.parent.mkdir(parents=True, exist_ok=True)
+            tree = harness.tree()
+            # A run under its own uid cannot write the grader's files, so it gets the shared
+            # ones; one that runs as the grader (not root) gets copies of its own.
+            place = os.link if uid is not None else shutil.copyfile
+            for here, folders, names in os.walk(tree):
+                inside = self.dir / os.path.relpath(here, tree)
+                for folder in folders:
+                    (inside / folder).mkdir()
+                    os.chmod(inside / folder, 0o755)  # whatever the umask
+                for name in names:
+                    place(os.path.join(here, name), inside / name)
+            own = {**{rel: data for rel, data in (helpers or {}).items()}, f"{module}.py": source}
+            for rel, data in own.items():
+                path = self.dir / "submission" / rel
+                path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
                 path.write_bytes(data)
+                os.chmod(path, 0o644)
+            for path in [self.dir / "submission", *(self.dir / "submission").rglob("*")]:
+                if path.is_dir():
+                    os.chmod(path, 0o755)  # whatever the umask
             self.work.mkdir()
-            for path in self.dir.rglob("*"):
-                os.chmod(path, 0o755 if path.is_dir() else 0o644)
             if uid is not None:
                 # Only this run's uid may enter: another submission graded at the same time
                 # cannot read this one.
