@@ -350,8 +350,8 @@ def _battery_names() -> list[str]:
     names = ["reference", "skeleton", "nested", "empty", "dave", "mallory-link",
              battery.FAKE_NAME.format(first=P01)]
     names += [f"alt-p01-{p.stem}" for p in sorted(P01.alternates_dir.glob("*.py"))]
-    kinds = [k for k in battery.HOSTILE
-             if ISOLATION != "none" or k not in battery.NEEDS_PRIVILEGE]
+    names += list(battery.attacks.NAMES.values())
+    kinds = [k for k, _ in battery.kinds_for([P01], ISOLATION)]
     return names + [f"hostile-{k.replace('_', '-')}" for k in kinds]
 
 

@@ -24,6 +24,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.selftest.grading import attacks
 from workbook import ROOT, manifest, run, variants
 
 # -- sources --------------------------------------------------------------------------------
@@ -777,7 +778,29 @@ def _indent(text: str) -> str:
 
 
 #: Hostile kinds that need the per-slot uid to be graded as expected (not root: skipped).
-NEEDS_PRIVILEGE = {"kill_parent", "read_solutions", "read_elsewhere"}
+NEEDS_PRIVILEGE = {"kill_parent", "read_solutions", "read_elsewhere", "read_other_stages",
+                   "keyring_note"}
+
+# The second battery (``attacks``): each kind takes the problem and the context like the rest.
+HOSTILE.update({kind: (lambda make: lambda p, ctx: make(p))(make)
+                for kind, make in attacks.ATTACKS.items()})
+HELPERS.update(attacks.HELPERS)
+
+
+def kinds_for(problems: list[manifest.Problem], isolation: str,
+              wanted: list[str] | None = None) -> list[tuple[str, manifest.Problem]]:
+    """Each hostile kind with the problem it aims at: its own (``attacks.AIM``) if that one is
+    in the battery, else the next in turn; kinds that need root are left out without it."""
+    by_id = {p.id: p for p in problems}
+    out = []
+    for kind in (wanted if wanted is not None else list(HOSTILE)):
+        if isolation == "none" and kind in NEEDS_PRIVILEGE:
+            continue
+        aim = attacks.AIM.get(kind)
+        if aim is not None and aim not in by_id:
+            continue
+        out.append((kind, by_id[aim] if aim else problems[len(out) % len(problems)]))
+    return out
 
 
 # -- the battery ----------------------------------------------------------------------------
@@ -865,7 +888,7 @@ def _hostile_expectation(kind: str, p: manifest.Problem) -> dict:
         "ctypes_constant": zero_error("tampered"),
         "gc_objects": zero_error("tampered"),
         "frames_and_code": zero_error("tampered"),
-    }[kind]
+    }.get(kind) or attacks.expect(kind, p)
 
 
 def build(root: Path, problems: list[manifest.Problem], *, count: int | None = None,
@@ -916,16 +939,17 @@ def build(root: Path, problems: list[manifest.Problem], *, count: int | None = N
             name = f"alt-{p.id}-{stem}"
             _write(subs / name, p, self_contained(path))
             add(name, {p.id: _full(p)})
-    kinds = [k for k in (hostile if hostile is not None else HOSTILE)
-             if isolation != "none" or k not in NEEDS_PRIVILEGE]
-    for i, kind in enumerate(kinds):
-        p = problems[i % len(problems)]
+    for kind, p in kinds_for(problems, isolation, hostile):
         name = f"hostile-{kind.replace('_', '-')}"
         _write(subs / name, p, HOSTILE[kind](p, ctx))
         for rel, source in HELPERS.get(kind, {}).items():
             (subs / name / rel).parent.mkdir(parents=True, exist_ok=True)
             (subs / name / rel).write_text(source, "utf-8")
         add(name, {p.id: _hostile_expectation(kind, p)})
+    if hostile is None:  # names no file system should make trouble of
+        for name in attacks.NAMES.values():
+            _write(subs / name, first, skeleton(first))
+            add(name, {first.id: {"status": "ok", "score": 0}})
     mixed = max(0, (count or 0) - len(exp))
     for k in range(mixed):
         name = f"mixed-{k + 1:02d}"
@@ -1020,11 +1044,19 @@ def mismatches(doc: dict, battery: Battery, problems: list[manifest.Problem]) ->
 
 
 def notes_left(marker: str, uids: list[int]) -> list[str]:
-    """What ``leave_a_note`` left where another run could find it: files named with the
-    marker in the shared lock and memory folders, System V IPC objects the sandbox uids
-    made."""
+    """What ``leave_a_note`` and ``keyring_note`` left where another run could find it:
+    files named with the marker in the shared lock and memory folders, System V IPC objects
+    the sandbox uids made, keys in the sandbox uids' kernel keyrings."""
     found = [str(path) for folder in ("/run/lock", "/var/lock", "/dev/shm")
              for path in Path(folder).glob(f"{marker}-note")]
+    try:
+        with open("/proc/key-users") as f:  # "uid: usage nkeys/nikeys ..." per uid with keys
+            for line in f:
+                uid, _, rest = line.partition(":")
+                if uid.strip().isdigit() and int(uid) in uids and rest.split()[1] != "0/0":
+                    found.append(f"kernel keys of uid {uid.strip()}: {rest.strip()}")
+    except (OSError, IndexError):
+        pass
     for kind in ("-q", "-m"):
         try:
             out = subprocess.run(["ipcs", kind, "-c"], capture_output=True, text=True,
