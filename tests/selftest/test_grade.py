@@ -145,18 +145,24 @@ def test_a_report_line_without_the_key_is_counted_as_forged_and_ignored():
 def test_the_snapshot_names_what_was_replaced_or_swapped_and_hooks_from_elsewhere(monkeypatch):
     from _pytest.config import PytestPluginManager
 
-    from workbook.grading.sandbox import reporter
+    from workbook.grading.sandbox import judge
     probe = types.ModuleType("guard_probe")
     code = "def f():\n    return 1\n\n\ndef g():\n    return 2\n"
     exec(compile(code, str(ROOT / "tests" / "guard_probe.py"), "exec"), vars(probe))
     monkeypatch.setitem(sys.modules, "guard_probe", probe)
     plugins = PytestPluginManager()
-    snapshot = reporter.Snapshot(("guard_probe",), plugins)
-    assert snapshot.changed() == ()
+    changed = judge.snapshot(("guard_probe",), plugins)
+    assert changed() == ()
     probe.f.__code__ = probe.g.__code__  # the same function object, other code
-    assert snapshot.changed() == ("guard_probe.f.__code__",)
+    assert changed() == ("guard_probe.f.__code__",)
     probe.g = lambda: 3
-    assert "guard_probe.g" in snapshot.changed()
+    assert "guard_probe.g" in changed()
+    probe.g = probe.f.__globals__["g"] = probe.f  # back to a function, then a name added:
+    vars(probe)["getattr"] = lambda *a: None  # it would shadow the builtin in the module
+    assert "guard_probe.getattr (added)" in changed()
+    vars(probe)[("not", "a name")] = 1  # a key whose own __eq__ could run: nothing else
+    assert changed() == ("guard_probe (a key that is not a name)",)  # is looked up
+    del vars(probe)[("not", "a name")], vars(probe)["getattr"]
 
     def hook_from(filename: str) -> types.SimpleNamespace:
         namespace: dict = {}
@@ -166,7 +172,7 @@ def test_the_snapshot_names_what_was_replaced_or_swapped_and_hooks_from_elsewher
 
     plugins.register(hook_from(str(ROOT / "workbook" / "plugin.py")), "harness-like")
     plugins.register(hook_from("/elsewhere/cheat.py"), "foreign")
-    hooks = [name for name in snapshot.changed() if name.startswith("hook ")]
+    hooks = [name for name in changed() if name.startswith("hook ")]
     assert hooks == ["hook pytest_runtest_logreport foreign"]
 
 
@@ -178,18 +184,18 @@ def test_the_kits_modules_and_the_tuning_constants_are_guarded(monkeypatch):
 
     import workbook.testkit  # noqa: F401 - imports every layer
     from workbook import tuning
-    from workbook.grading.sandbox import reporter
+    from workbook.grading.sandbox import judge, reporter
     from workbook.stuck import decide
     kit = reporter._kit_modules()
     assert {"workbook.tuning", "workbook.stuck.decide", "workbook.stuck.procfs",
             "workbook.testkit.waits"} <= set(kit)
-    snapshot = reporter.Snapshot(reporter.GUARDED + kit, PytestPluginManager())
-    assert snapshot.changed() == ()
+    changed = judge.snapshot(reporter.GUARDED + kit, PytestPluginManager())
+    assert changed() == ()
     monkeypatch.setattr(tuning, "PARKED_CPU", 1e9)
     monkeypatch.setattr(decide, "decide", lambda *a, **k: None)
     monkeypatch.setattr(workbook.testkit, "STILL_CPU", 1e9)
     assert {"workbook.tuning.PARKED_CPU", "workbook.stuck.decide.decide",
-            "workbook.testkit.STILL_CPU"} <= set(snapshot.changed())
+            "workbook.testkit.STILL_CPU"} <= set(changed())
 
 
 def test_a_gap_or_a_replay_in_the_sequence_stops_the_report_there():

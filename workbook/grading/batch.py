@@ -196,7 +196,8 @@ def _grade(args, stack: contextlib.ExitStack) -> int:
         else:
             extra["similarity"] = found
     report = state.with_name(state.stem + "-report.json")
-    atomic_write(report, json.dumps(extra, indent=1, ensure_ascii=False).encode())
+    atomic_write(report, json.dumps(extra, indent=1, ensure_ascii=False).encode(
+        "utf-8", "backslashreplace"))  # a name that is not UTF-8: JSON's escapes
     if not args.quiet or interrupted:
         console.print(summary_view(book, plan, iso, out if fmt != "json" else state))
         console.print(insight_view(extra["insight"]))

@@ -105,13 +105,20 @@ def safe_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name).strip(".") or "_"
 
 
+#: Longest export folder name kept as it is (a file name has at most 255 bytes).
+NAME_MAX = 100
+
+
 def export_names(names: list[str]) -> dict[str, str]:
     """A folder name for each submission, unique however alike the names are (``bob`` and
-    ``bob.``): a name that is not already safe gets a short hash of itself appended."""
+    ``bob.``) and short enough for any file system: a name that is not already safe, or is
+    long, is cut to ``NAME_MAX`` characters and gets a short hash of itself appended."""
     out: dict[str, str] = {}
     taken: set[str] = set()
     for name in sorted(names, key=lambda n: (safe_name(n) != n, n)):
         safe = safe_name(name)
+        if len(safe.encode("utf-8", "backslashreplace")) > NAME_MAX:
+            safe = safe_name(name.encode("ascii", "backslashreplace").decode())[:NAME_MAX]
         if safe != name or safe in taken:
             safe = f"{safe}-{hashlib.sha256(name.encode('utf-8', 'surrogateescape')).hexdigest()[:8]}"
         out[name] = safe
@@ -123,7 +130,8 @@ def export(book: Gradebook, fmt: str, out: Path, *, single: bool, excel: bool = 
            messages: bool = False, visibility: str = "visible") -> None:
     if fmt == "csv":
         text = csv_text(book, messages=messages)
-        atomic_write(out, (("\ufeff" if excel else "") + text).encode("utf-8"))
+        atomic_write(out, (("\ufeff" if excel else "") + text).encode(
+            "utf-8", "backslashreplace"))  # a name that is not UTF-8 on disk, escaped
     elif fmt == "gradescope":
         rows = book.sorted_rows()[:1] if single else book.sorted_rows()
         folders = export_names([row.submission for row in rows])

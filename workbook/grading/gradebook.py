@@ -181,7 +181,9 @@ class Gradebook:
 
     def save(self) -> None:
         self.meta["updated"] = now()
-        atomic_write(self.path, self.text().encode("utf-8"))
+        # A name that is not UTF-8 on disk (an archive made elsewhere) holds lone
+        # surrogates: written as JSON's escapes of them, which read back as the same name.
+        atomic_write(self.path, self.text().encode("utf-8", "backslashreplace"))
 
     def _head(self, name: str, row: Row, max_total: int) -> dict:
         return {"submission": name, "status": row.status, "total": row.total,

@@ -17,7 +17,7 @@ from workbook import manifest, run
 from workbook.grading import protocol
 from workbook.grading.discovery import Submission
 from workbook.grading.gradebook import Entry
-from workbook.grading.sandbox import runner
+from workbook.grading.sandbox import outside, runner
 from workbook.grading.sandbox.channels import OUTPUT_TAIL
 from workbook.grading.sandbox.limits import Limits
 from workbook.grading.sandbox.stage import Harness, Stage
@@ -107,7 +107,12 @@ def judge(problem: manifest.Problem, outcome: runner.Outcome,
           trusted: list[tuple[str, str]], limits: Limits, display: str,
           stage_dir: Path, target: Path) -> Entry:
     """One submission × problem: per-checkpoint results, points, status and reasons."""
-    verdict = protocol.honest_order(outcome.records, trusted)
+    records, seen = outcome.records, None
+    if len(outcome.stamps) == len(records):  # what the grader saw from outside: the report
+        seen = outside.check(records, outcome.stamps, outcome.started)  # stops where it
+        if seen is not None:  # turns impossible
+            records = records[:seen[0]]
+    verdict = protocol.honest_order(records, trusted)
     collected: dict[str, list[str]] = {}
     for nodeid, cp in trusted:
         collected.setdefault(cp, []).append(nodeid)
@@ -126,6 +131,7 @@ def judge(problem: manifest.Problem, outcome: runner.Outcome,
         text = clean(result.import_error)
         reasons.append(text if text.startswith("syntax error") else f"import error: {text}")
     tampering = verdict.violation or outcome.violation or (
+        seen and f"the outside view: {seen[1]}") or (
         outcome.forged and f"{outcome.forged} forged report line(s) ignored")
     if tampering:
         reasons.append(f"tampered: {tampering}")
@@ -170,10 +176,12 @@ def grade_pair(problem: manifest.Problem, sub: Submission, trusted: list[tuple[s
     """Stage, run and judge one submission's file for ``problem``.  Raises only for the
     grader's own failures (``runner.run`` never raises for what learner code does)."""
     path = sub.files[problem.id]
-    source = sub.read(path)
+    try:
+        source, helpers = sub.read(path), sub.helpers(problem.id)
+    except OSError as exc:  # swapped or removed since discovery: the row says so
+        return Entry.placeholder(problem, "error", f"cannot be read any more ({exc.strerror})")
     display = path.name if path == sub.path or path in sub.extra_paths \
         else str(Path(sub.name) / path.relative_to(sub.path))
-    helpers = sub.helpers(problem.id)
     with Stage(harness, problem.module, source, uid, helpers=helpers) as stage:
         outcome = runner.run(stage, pytest_command(problem, stage), limits, iso=iso, uid=uid,
                              explore_seed=explore_seed)

@@ -16,7 +16,8 @@ import os
 from workbook import manifest, variants
 
 #: The problem each attack aims at (the rest aim at whatever problem comes next).
-AIM = {"replace_library_type": "p03", "lazy_helper_import": "p03"}
+AIM = {"replace_library_type": "p03", "lazy_helper_import": "p03", "shadow_builtin": "p01",
+       "lying_values": "p01"}
 
 
 def _pitfall(p: manifest.Problem, name: str) -> str:
@@ -39,8 +40,7 @@ def _epilogue(body: str, text: str) -> str:
 # A ready-made queue hidden in a correct P03 queue (it fails p03.no_ready_made unless the
 # check is blinded).
 _HIDDEN_QUEUE = '''
-_h_queue = __import__("queue")
-_h_Real = _h_queue.Queue
+_h_Real = __import__("queue").Queue  # the class, not the module (the check sees modules)
 _h_init = BoundedBlockingQueue.__init__
 
 
@@ -55,15 +55,9 @@ BoundedBlockingQueue.__init__ = _h_with_spare
 #: Replaces the library's ready-made queue classes with empty ones: the acceptance set looks
 #: them up when the test runs, so the hidden queue above is no longer recognised.
 _BLIND_QUEUES = '''
-import queue as _b_queue, asyncio as _b_asyncio
-for _b_mod, _b_name in ((_b_queue, "Queue"), (_b_queue, "SimpleQueue"),
-                        (_b_asyncio, "Queue")):
-    setattr(_b_mod, _b_name, type(_b_name, (), {}))
-try:
-    import _queue as _b_cqueue
-    _b_cqueue.SimpleQueue = type("SimpleQueue", (), {})
-except ImportError:
-    pass
+for _b_mod, _b_name in (("queue", "Queue"), ("queue", "SimpleQueue"), ("asyncio", "Queue"),
+                        ("_queue", "SimpleQueue")):
+    setattr(__import__(_b_mod), _b_name, type(_b_name, (), {}))
 '''
 
 ATTACKS = {
@@ -258,7 +252,7 @@ HELPERS = {
 #: a long one that is not safe as a file name (its export folder would pass 255 bytes).
 NAMES = {
     "non_utf8_name": os.fsdecode(b"caf\xe9-\xff-student"),
-    "long_unsafe_name": "student " + "\u00e9t\u00e9 " * 60,
+    "long_unsafe_name": "student " + "\u00e9t\u00e9 " * 40,  # 248 bytes of UTF-8
 }
 
 
@@ -270,7 +264,9 @@ def expect(kind: str, p: manifest.Problem) -> dict:
         "shadow_builtin": zero_error("tampered"),
         "swap_item_functions": zero_error("tampered"),
         # The acceptance set's layer: it compares what the learner returns with ==.
-        "lying_values": {"status": "ok", "score_max": p.points},
+        "lying_values": {"status": "ok", "score_max": p.points - sum(
+            p.checkpoint(c).points for c in variants.get(p, "pitfall", "leftovers_dropped").fails)}
+        if kind == "lying_values" else {},
         "forge_through_state": zero_error("tampered"),
         "replace_library_type": zero_error("tampered"),
         "lazy_helper_import": {"status": "ok", "score": p.points - no_ready_made},

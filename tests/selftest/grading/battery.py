@@ -876,10 +876,11 @@ def _hostile_expectation(kind: str, p: manifest.Problem) -> dict:
         "replace_tests": zero_error("tampered"),
         "hide_descriptors": zero_error("tampered"),
         "raise_thresholds": zero_error("tampered"),
-        # Documented in the README as what the report cannot prove: a perfect forged run.
-        # It needs gc.get_objects, which the audit hook refuses.
+        # Once the limit of an in-process report (the key two attribute hops away): now the
+        # reporter holds no key, no counter and no snapshot, and a record sent from the
+        # submission's code is refused.  The first also needs gc.get_objects (refused).
         "forge_with_the_reporter": zero_error("import error", "tampered"),
-        "forge_via_reporter_fields": _full(p),
+        "forge_via_reporter_fields": zero_error("import error", "tampered"),
         "read_elsewhere": {"status": "ok", "score": 0},
         "spoof_own_failure": zero_error("incomplete"),
         "leave_a_note": _full(p),
@@ -1043,20 +1044,31 @@ def mismatches(doc: dict, battery: Battery, problems: list[manifest.Problem]) ->
     return found
 
 
+#: Run as a uid: how many keys its user and user-session keyrings hold (KEYCTL_READ gives 4
+#: bytes a key; the keyrings themselves stay once made, the session one linking the user's).
+_KEYS_HELD = """
+import ctypes, os, sys
+uid = int(sys.argv[1])
+os.setgid(uid)
+os.setuid(uid)
+libc = ctypes.CDLL(None, use_errno=True)
+held = [max(0, libc.syscall(250, 11, ring, None, 0)) // 4 for ring in (-4, -5)]
+print(held[0] + max(0, held[1] - 1))
+"""
+
+
 def notes_left(marker: str, uids: list[int]) -> list[str]:
     """What ``leave_a_note`` and ``keyring_note`` left where another run could find it:
     files named with the marker in the shared lock and memory folders, System V IPC objects
     the sandbox uids made, keys in the sandbox uids' kernel keyrings."""
     found = [str(path) for folder in ("/run/lock", "/var/lock", "/dev/shm")
              for path in Path(folder).glob(f"{marker}-note")]
-    try:
-        with open("/proc/key-users") as f:  # "uid: usage nkeys/nikeys ..." per uid with keys
-            for line in f:
-                uid, _, rest = line.partition(":")
-                if uid.strip().isdigit() and int(uid) in uids and rest.split()[1] != "0/0":
-                    found.append(f"kernel keys of uid {uid.strip()}: {rest.strip()}")
-    except (OSError, IndexError):
-        pass
+    for uid in uids if os.geteuid() == 0 else []:
+        keys = subprocess.run(  # as that uid: how many keys its keyrings hold
+            [sys.executable, "-I", "-S", "-c", _KEYS_HELD, str(uid)], capture_output=True,
+            text=True, timeout=30).stdout.strip()
+        if keys not in ("", "0"):
+            found.append(f"{keys} key(s) in the kernel keyrings of uid {uid}")
     for kind in ("-q", "-m"):
         try:
             out = subprocess.run(["ipcs", kind, "-c"], capture_output=True, text=True,

@@ -1,9 +1,10 @@
 """The two channels a run writes to, read as they come: the report pipe (``ReportReader``: the
-authenticated records, in order, each stamped with when it arrived and what the run had used
-by then) and the output (``OutputDrain``: only its tail is kept).
+authenticated records, in order, each with the judge's stamp and when it arrived and what the
+whole run had used by then) and the output (``OutputDrain``: only its tail is kept).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 import time
@@ -19,10 +20,11 @@ LINE_MAX = 65536
 class ReportReader(threading.Thread):
     """Reads report lines from the pipe and keeps the authenticated records, in order."""
 
-    def __init__(self, fd: int, key: bytes) -> None:
+    def __init__(self, fd: int, key: bytes, run_cpu=lambda: None) -> None:
         super().__init__(name="report-reader", daemon=True)
-        self.fd, self.key = fd, key
+        self.fd, self.key, self.run_cpu = fd, key, run_cpu
         self.records: list[protocol.Record] = []
+        self.stamps: list[protocol.Stamp] = []  # one a record: as signed, and as read
         self.forged = 0
         self.violation: str | None = None
         self.imported = threading.Event()  # the learner file has been imported (or failed)
@@ -44,13 +46,15 @@ class ReportReader(threading.Thread):
         if decoded is None:
             self.forged += 1
             return
-        seq, record = decoded
+        seq, record, stamp = decoded
         if self.violation:
             return
         if seq != len(self.records):
             self.violation = f"report record {seq} arrived where {len(self.records)} was due"
             return
         self.records.append(record)
+        self.stamps.append(dataclasses.replace(stamp, arrived=time.monotonic(),
+                                               run_cpu=self.run_cpu()))
         if isinstance(record, (protocol.Collected, protocol.ImportFailed)):
             self.imported.set()
             self.wake.set()

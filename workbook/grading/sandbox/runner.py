@@ -12,7 +12,7 @@ import signal
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from workbook.grading import protocol
 from workbook.grading.sandbox.cgroups import RunGroup
@@ -31,6 +31,7 @@ EXIT_GRACE = 5.0
 class Outcome:
     """What one sandboxed run produced, before any judging."""
     records: list[protocol.Record]      # authenticated records, in order, up to a violation
+    stamps: list[protocol.Stamp] = field(default_factory=list)  # one a record
     forged: int = 0                     # report lines that failed authentication
     violation: str | None = None        # first sequence problem in authenticated records
     timed_out: str | None = None        # "run" | "import" | "exit" | None
@@ -43,6 +44,7 @@ class Outcome:
     sandbox_error: str | None = None    # the trampoline itself failed
     run_memory: bool = False            # the run's cgroup hit its memory limit
     cpu: float | None = None            # CPU seconds of the whole run (its cgroup), if counted
+    started: float = 0.0                # the grader's monotonic clock before the run began
 
 
 _LIVE: set[subprocess.Popen] = set()  # runs in progress, for kill_all()
@@ -82,7 +84,7 @@ def run(stage: Stage, argv: list[str], limits: Limits, *, iso: str, uid: int | N
                      limits.processes) if iso != "none" \
         else None
     memory_hit, cpu = False, None
-    reader = ReportReader(report_r, key)
+    reader = ReportReader(report_r, key, group.cpu if group is not None else lambda: None)
     drain = OutputDrain(out_r)
     try:
         proc = subprocess.Popen(command(iso, uid, stage, limits, argv,
@@ -128,7 +130,8 @@ def run(stage: Stage, argv: list[str], limits: Limits, *, iso: str, uid: int | N
         os.close(status_r)
     sandbox_error = status.splitlines()[-1] if status else None
     return Outcome(
-        records=list(reader.records), forged=reader.forged, violation=reader.violation,
+        records=list(reader.records), stamps=list(reader.stamps), forged=reader.forged,
+        violation=reader.violation, started=started,
         timed_out=timed_out, exit_code=code, output=drain.text(), output_bytes=drain.total,
         # killed, or the trampoline's 128 + signal
         signal=-code if code < 0 else code - 128 if code > 128 and code != 255 else None,

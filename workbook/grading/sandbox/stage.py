@@ -4,6 +4,7 @@ harness, one problem's tests and one submission).  Never ``solutions/``.
 """
 from __future__ import annotations
 
+import ast
 import atexit
 import hashlib
 import importlib.util
@@ -45,6 +46,46 @@ def staged_files(problems: list[manifest.Problem]) -> list[Path]:
     return sorted({q.relative_to(ROOT) for q in files})
 
 
+def judging_imports(files: dict[str, bytes], problem: manifest.Problem) -> list[str]:
+    """The library modules that judge ``problem``: every module named by an import statement
+    (at the top or inside a function) of its acceptance set and of the harness modules it
+    reaches that way.  The run imports and guards them before the learner file
+    (``reporter._library_modules``)."""
+    modules = {rel[:-3].replace("/", ".").removesuffix(".__init__"): rel
+               for rel in files if rel.endswith(".py")}
+    pending = [name for name in modules if name.startswith(f"tests.{problem.id}")]
+    pending += ["workbook.plugin", "workbook.records", "workbook.testkit"]
+    seen, library = set(pending), set()
+    while pending:
+        name = pending.pop()
+        package = name if modules[name].endswith("__init__.py") else name.rpartition(".")[0]
+        try:
+            tree = ast.parse(files[modules[name]])
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: from the package this module is in
+                    parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 \
+                        else package
+                    base = f"{parent}.{base}" if base else parent
+                targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            for target in targets:
+                if target in modules and target not in seen:
+                    seen.add(target)
+                    pending.append(target)
+                elif target.split(".")[0] not in ("workbook", "tests", "__future__") \
+                        and target not in modules and (isinstance(node, ast.Import)
+                                                       or target == targets[0]):
+                    library.add(target)
+    return sorted(library)
+
+
 def _bytecode(rel: str, source: bytes) -> tuple[str, bytes] | None:
     """``rel``'s compiled form as a checked-hash ``.pyc`` (PEP 552: valid whatever the staged
     file's mtime, and only while its bytes are the ones compiled), so that no run compiles
@@ -71,7 +112,9 @@ class Harness:
     @classmethod
     def snapshot(cls, problem: manifest.Problem) -> "Harness":
         files = tuple((str(rel), (ROOT / rel).read_bytes()) for rel in staged_files([problem]))
-        return cls(files, tuple(filter(None, (_bytecode(rel, data) for rel, data in files))))
+        imports = " ".join(judging_imports(dict(files), problem)).encode()
+        return cls(files + (("judging-imports.txt", imports),),
+                   tuple(filter(None, (_bytecode(rel, data) for rel, data in files))))
 
     @property
     def fingerprint(self) -> str:

@@ -1,6 +1,6 @@
-"""The run's cgroups on both layouts, against a fake cgroup filesystem laid out in a temporary
-folder (this machine has v1 only, so v2 would go untested otherwise), and the trampoline
-joining them."""
+"""What surrounds a run before it starts: its cgroups on both layouts, against a fake cgroup
+filesystem laid out in a temporary folder (this machine has v1 only, so v2 would go untested
+otherwise), the trampoline joining them, and the system calls it refuses to the run."""
 from __future__ import annotations
 
 import json
@@ -89,3 +89,27 @@ def test_the_trampoline_joins_the_runs_cgroups_before_the_run_starts(tmp_path):
     # The trampoline wrote its own pid, then exec'd the run: the same process.
     assert (group.dirs[0] / "cgroup.procs").read_text() == out.read_text()
     assert int(out.read_text()) != os.getpid()
+
+
+def test_the_run_cannot_use_the_kernel_keyrings_or_another_process_memory(tmp_path):
+    """Keyrings are not namespaced: a key added by one run would wait in its uid's keyring
+    for the next run under that uid.  ptrace would reach another process's memory."""
+    probe = ("import ctypes, os\n"
+             "libc = ctypes.CDLL(None, use_errno=True)\n"
+             "calls = {'add_key': (248, b'user', b'note', b'42', 2, -4), 'keyctl': (250, 0, -4),"
+             " 'ptrace': (101, 16, os.getppid(), 0, 0), 'getpid': (39,)}\n"
+             "out = {}\n"
+             "for name, args in calls.items():\n"
+             "    result = libc.syscall(*args)\n"
+             "    out[name] = os.strerror(ctypes.get_errno()) if result == -1 else 'allowed'\n"
+             "print(out)\n")
+    if os.uname().machine != "x86_64":
+        return  # the numbers above are x86_64's
+    config = {"mode": "none", "uid": None, "gid": None, "work": str(tmp_path), "cgroups": [],
+              "status_fd": None, "limits": {}, "argv": [sys.executable, "-S", "-c", probe]}
+    out = subprocess.run([sys.executable, "-I", "-S", str(TRAMPOLINE), json.dumps(config)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str({"add_key": "Operation not permitted",
+                                      "keyctl": "Operation not permitted",
+                                      "ptrace": "Operation not permitted", "getpid": "allowed"})
