@@ -1039,6 +1039,23 @@ def test_notes_are_capped_per_test():
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs a file of another user")
+def test_a_learner_file_swapped_for_a_fifo_after_discovery_is_an_error_row_at_once(tmp_path):
+    """A class folder others can write to: the file becomes a FIFO between discovery and
+    the run.  Opened as it was, it would block the batch for ever."""
+    (tmp_path / "ann").mkdir()
+    learner = tmp_path / "ann" / P01.learner_file.name
+    learner.write_text("x = 1\n")
+    sub = discovery.discover(tmp_path, [P01])[0]
+    learner.unlink()
+    os.mkfifo(learner)
+    started = time.monotonic()
+    assert sub.fingerprint("p01").startswith("unreadable:")
+    entry = judging.grade_pair(P01, sub, [], None, None, "none", None)
+    assert entry.status == "error" and "cannot be read any more" in entry.reason
+    assert similarity.texts([sub], [P01]) == {}
+    assert time.monotonic() - started < 5
+
+
 def test_a_hard_link_to_a_root_only_file_is_refused(tmp_path):
     secret = tmp_path / "secret.py"
     secret.write_text("ANSWER = 42\n")
@@ -1186,12 +1203,13 @@ import sys, threading
 stage = sys.argv[1]
 sys.path.insert(0, stage)
 from workbook.grading.sandbox import guard
-refusals = guard.install(stage)
+classify, refusals = guard.install(stage)
 sys.path.append(stage + "/submission")
 import harness_side, learner
 results = {}
 for name in ("getframe", "current_frames", "gc_objects", "settrace", "set_code", "tb_frame",
-             "typevar", "namedtuple", "logging", "harness_profile_raises", "thread_trace"):
+             "proc_mem", "link_to_mem", "typevar", "namedtuple", "logging",
+             "harness_profile_raises", "open_a_file", "thread_trace", "name_of_its_own"):
     try:
         getattr(learner, name)()
         results[name] = "allowed"
@@ -1246,6 +1264,19 @@ def logging():
 def harness_profile_raises():
     import harness_side
     harness_side.run_profiled(lambda: len([1, 2]))
+def proc_mem(): open("/proc/self/mem", "rb").close()
+def link_to_mem():
+    import os, tempfile
+    os.symlink("/proc/self/mem", tempfile.mktemp())
+def open_a_file():
+    import tempfile
+    with tempfile.TemporaryFile() as f:
+        f.write(b"memo")
+def name_of_its_own():
+    class Name(str):  # its hash would run its own code inside the hook
+        def __hash__(self):
+            raise SystemExit("ran inside the hook")
+    sys.audit("object.__getattr__", None, Name("tb_frame"))
 def thread_trace():
     threading.settrace(lambda *a: None)
     worker = threading.Thread(target=lambda: None)
@@ -1271,10 +1302,12 @@ def test_the_audit_hook_refuses_the_escape_hatches_and_lets_correct_code_run(tmp
         str(stage)], capture_output=True, text=True, timeout=60, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     results = eval(out.stdout.splitlines()[0])  # noqa: S307 - our own script's dict
-    refused = {"getframe", "current_frames", "gc_objects", "settrace", "set_code", "tb_frame"}
+    refused = {"getframe", "current_frames", "gc_objects", "settrace", "set_code", "tb_frame",
+               "proc_mem", "link_to_mem"}
     assert {k for k, v in results.items() if v == "refused"} == refused, results
     assert all(results[k] == "allowed" for k in ("typevar", "namedtuple", "logging",
-                                                 "harness_profile_raises")), results
+                                                 "harness_profile_raises", "open_a_file",
+                                                 "name_of_its_own")), results
     # threading.settrace's function is refused where it would be installed: in the new
     # thread, which dies before running anything (the caller's own call returns).
     assert "thread_trace" in out.stderr or "workbook sandbox" in out.stderr

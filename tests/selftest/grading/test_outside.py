@@ -65,8 +65,10 @@ def test_the_judge_signs_what_the_harness_sends_and_refuses_the_submission():
     assert found["outcomes"] == ["refused", "refused", "refused", "sent", "sent"]
     lines = [line for line in found["lines"].splitlines() if line]
     decoded = [protocol.decode(KEY, line.encode()) for line in lines]
-    assert [(seq, rec.event) for seq, rec, _ in decoded] == [(0, "start"), (1, "end"),
-                                                              (2, "note")]
+    # The refusals travel ahead of the next record that counts: the row is tampered.
+    assert [(seq, rec.event) for seq, rec, _ in decoded] == [
+        (0, "start"), (1, "integrity"), (2, "end"), (3, "note")]
+    assert decoded[1][1].changed == ("workbook.report asked for by the submission's code",)
     assert all(stamp.clock > 0 and stamp.cpu > 0 for _, _, stamp in decoded)
     assert protocol.decode(b"x" * 32, lines[0].encode()) is None
 

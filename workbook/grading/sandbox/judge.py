@@ -209,6 +209,7 @@ def install(classify, refusals, report_fd: int, key_fd: int) -> None:
     counter = itertools.count()
     lock = _thread.allocate_lock()  # one record at a time: its number, then its write
     failed: set = set()             # node ids pytest saw fail
+    refused: list = []              # what the submission's code asked for and was refused
     state: dict = {}                # "changed": the snapshot's comparison, once taken
     events = frozenset({"workbook.report", "workbook.verdict", "workbook.snapshot",
                         "workbook.items"})
@@ -241,7 +242,8 @@ def install(classify, refusals, report_fd: int, key_fd: int) -> None:
 
     def tampered():
         changed = state.get("changed")
-        found = tuple_(refusals()) + (changed() if changed is not None else ())
+        found = tuple_(refusals()) + tuple_(refused) + (changed() if changed is not None
+                                                         else ())
         if found:
             shown = found[:8] + ((f"and {len_(found) - 8} more",) if len_(found) > 8 else ())
             send("-", '{"event":"integrity","changed":[' + ",".join(map_(quote, shown)) + "]}")
@@ -251,11 +253,13 @@ def install(classify, refusals, report_fd: int, key_fd: int) -> None:
             return
         for arg in args:  # compared and hashed below: plain values only
             if type_(arg) not in plain:
+                refused[:1] = [f"{event} with an object of its own"]
                 raise refusal(f"workbook sandbox: {event} with an object of its own")
         if event == "workbook.report" and args[0] == "note" and type_(args[1]) is str_:
             send("-", args[1])
             return
         if submissions_stack():
+            refused[:1] = [f"{event} asked for by the submission's code"]
             raise refusal(f"workbook sandbox: {event} is not available to a submission")
         if event == "workbook.verdict":
             failed.add(args[0])
