@@ -267,7 +267,8 @@ def install(classify, refusals, report_fd: int, key_fd: int) -> None:
             if "changed" not in state:
                 state["changed"] = snapshot(*args)
         elif event == "workbook.items":
-            state["changed"].add_items(args[0])
+            if "changed" in state:
+                state["changed"].add_items(args[0])
         else:
             kind, body, nodeid = args
             if type_(kind) is not str_ or type_(body) is not str_:
