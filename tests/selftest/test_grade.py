@@ -356,15 +356,14 @@ def _battery_names() -> list[str]:
     names = ["reference", "skeleton", "nested", "empty", "dave", "mallory-link",
              battery.FAKE_NAME.format(first=P01)]
     names += [f"alt-p01-{p.stem}" for p in sorted(P01.alternates_dir.glob("*.py"))]
-    names += list(battery.attacks.NAMES.values())
-    kinds = [k for k, _ in battery.kinds_for([P01], ISOLATION)]
+    kinds = [k for k, _ in battery.kinds_for([P01], ISOLATION, selftest=True)]
     return names + [f"hostile-{k.replace('_', '-')}" for k in kinds]
 
 
 def _grade_the_battery(root: Path) -> dict:
     """Build P01's battery in ``root`` and grade it with --jobs 2; what the tests look at
     right after the batch."""
-    bat = battery.build(root, [P01], isolation=ISOLATION)
+    bat = battery.build(root, [P01], isolation=ISOLATION, selftest=True)
     started = time.monotonic()
     out = _grade(str(bat.submissions), "--problem", "p01", "--jobs", "2", "--format", "json",
                  "--out", str(root / "gradebook.json"))
@@ -1039,6 +1038,22 @@ def test_notes_are_capped_per_test():
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs a file of another user")
+@pytest.mark.parametrize("kind", list(battery.attacks.NAMES))
+def test_a_name_that_is_not_utf8_or_too_long_for_a_folder_is_kept_and_exported(tmp_path, kind):
+    """Before: the first stopped the batch before any run (no gradebook: it could not be
+    written as UTF-8), the second the Gradescope export (its folder passed 255 bytes)."""
+    name = battery.attacks.NAMES[kind]
+    book = _book(tmp_path, {name: _entry(passed=("p01.fifo",))})
+    book.save()
+    again = gradebook.Gradebook(tmp_path / "g.json", [P01])
+    assert list(again.rows) == [name]  # the very name back, for --resume
+    exports.export(again, "csv", tmp_path / "g.csv", single=False)
+    exports.export(again, "gradescope", tmp_path / "gs", single=False)
+    folder, = (tmp_path / "gs").iterdir()
+    assert len(os.fsencode(folder.name)) <= 255 and (folder / "results.json").exists()
+    assert len(list(csv.reader(io.StringIO((tmp_path / "g.csv").read_text())))) == 2
+
+
 def test_a_learner_file_swapped_for_a_fifo_after_discovery_is_an_error_row_at_once(tmp_path):
     """A class folder others can write to: the file becomes a FIFO between discovery and
     the run.  Opened as it was, it would block the batch for ever."""

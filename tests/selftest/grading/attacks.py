@@ -243,6 +243,10 @@ for _h_obj in list(globals().values()):
 '''),
 }
 
+#: Graded only in the full battery (``measure``), not in the selftest's: the acceptance sets'
+#: own layer, and slow (the names are unit tests there: ``test_grade``).
+MEASURE_ONLY = {"lying_values"}
+
 #: Helper files an attack brings beside its learner file (path -> source).
 HELPERS = {
     "lazy_helper_import": {"_winapi.py": _BLIND_QUEUES},

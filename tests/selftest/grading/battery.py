@@ -788,13 +788,16 @@ HELPERS.update(attacks.HELPERS)
 
 
 def kinds_for(problems: list[manifest.Problem], isolation: str,
-              wanted: list[str] | None = None) -> list[tuple[str, manifest.Problem]]:
+              wanted: list[str] | None = None,
+              selftest: bool = False) -> list[tuple[str, manifest.Problem]]:
     """Each hostile kind with the problem it aims at: its own (``attacks.AIM``) if that one is
-    in the battery, else the next in turn; kinds that need root are left out without it."""
+    in the battery, else the next in turn; kinds that need root are left out without it, and
+    the full battery's own (``attacks.MEASURE_ONLY``) from the selftest's."""
     by_id = {p.id: p for p in problems}
     out = []
     for kind in (wanted if wanted is not None else list(HOSTILE)):
-        if isolation == "none" and kind in NEEDS_PRIVILEGE:
+        if isolation == "none" and kind in NEEDS_PRIVILEGE \
+                or selftest and kind in attacks.MEASURE_ONLY:
             continue
         aim = attacks.AIM.get(kind)
         if aim is not None and aim not in by_id:
@@ -893,7 +896,8 @@ def _hostile_expectation(kind: str, p: manifest.Problem) -> dict:
 
 
 def build(root: Path, problems: list[manifest.Problem], *, count: int | None = None,
-          hostile: list[str] | None = None, isolation: str = "namespaces") -> Battery:
+          hostile: list[str] | None = None, isolation: str = "namespaces",
+          selftest: bool = False) -> Battery:
     """Write the submissions under ``root/submissions`` and return their expectations.
 
     Fixed part: every problem's reference, skeleton, alternates, a nested layout, a lone
@@ -940,14 +944,14 @@ def build(root: Path, problems: list[manifest.Problem], *, count: int | None = N
             name = f"alt-{p.id}-{stem}"
             _write(subs / name, p, self_contained(path))
             add(name, {p.id: _full(p)})
-    for kind, p in kinds_for(problems, isolation, hostile):
+    for kind, p in kinds_for(problems, isolation, hostile, selftest):
         name = f"hostile-{kind.replace('_', '-')}"
         _write(subs / name, p, HOSTILE[kind](p, ctx))
         for rel, source in HELPERS.get(kind, {}).items():
             (subs / name / rel).parent.mkdir(parents=True, exist_ok=True)
             (subs / name / rel).write_text(source, "utf-8")
         add(name, {p.id: _hostile_expectation(kind, p)})
-    if hostile is None:  # names no file system should make trouble of
+    if hostile is None and not selftest:  # names no file system should make trouble of
         for name in attacks.NAMES.values():
             _write(subs / name, first, skeleton(first))
             add(name, {first.id: {"status": "ok", "score": 0}})
