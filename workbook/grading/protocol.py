@@ -100,7 +100,13 @@ def _clean(value: object) -> object:
     return value
 
 
-def decode(key: bytes, line: bytes) -> tuple[int, Record, Stamp] | None:
+def decode(key: bytes, line: bytes) -> tuple[int, Record] | None:
+    """``(seq, record)`` for a correctly signed line; None for anything else."""
+    found = read_line(key, line)
+    return None if found is None else found[:2]
+
+
+def read_line(key: bytes, line: bytes) -> tuple[int, Record, Stamp] | None:
     """``(seq, record, stamp)`` for a correctly signed line; None for anything else.  A test
     record's ``pytest_outcome`` is the signed verdict, whatever its JSON says."""
     try:

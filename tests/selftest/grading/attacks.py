@@ -282,5 +282,19 @@ def expect(kind: str, p: manifest.Problem) -> dict:
     }[kind]
 
 
-#: What each attack earned on the grader before the fixes (``measure``, bwrap, p01/p03).
-BEFORE: dict[str, str] = {}
+#: What each attack earned on the grader before the fixes (commit 0290723, bwrap, root).
+BEFORE = {
+    "shadow_builtin": "ok 80/100 (the pitfall alone: 65): p01.timeout passed while spinning",
+    "swap_item_functions": "ok 75/120 for the P03 skeleton",
+    "lying_values": "ok 55/100, the pitfall's own score: nothing earned",
+    "forge_through_state": "ok 120/120 for the P03 skeleton",
+    "replace_library_type": "ok 120/120 (115 due): p03.no_ready_made passed",
+    "lazy_helper_import": "ok 120/120 (115 due): the helper ran inside the check's import",
+    "read_other_stages": "ok 0/100: nothing found",
+    "keyring_note": "ok 120/120, and a key left in the uid's keyring after the batch",
+    "proc_self_mem": "error 0, tampered (by value); /proc/self/mem itself open to it",
+    "surrogate_message": "ok 0/120: the message was kept",
+    "non_utf8_name": "the batch stopped before any run: no gradebook (UnicodeEncodeError)",
+    "long_unsafe_name": "graded, then the Gradescope export failed (file name too long)",
+    "forge_via_reporter_fields (first battery)": "ok 100/100: the stated limit",
+}

@@ -64,7 +64,7 @@ def test_the_judge_signs_what_the_harness_sends_and_refuses_the_submission():
     # goes from anywhere.
     assert found["outcomes"] == ["refused", "refused", "refused", "sent", "sent"]
     lines = [line for line in found["lines"].splitlines() if line]
-    decoded = [protocol.decode(KEY, line.encode()) for line in lines]
+    decoded = [protocol.read_line(KEY, line.encode()) for line in lines]
     # The refusals travel ahead of the next record that counts: the row is tampered.
     assert [(seq, rec.event) for seq, rec, _ in decoded] == [
         (0, "start"), (1, "integrity"), (2, "end"), (3, "note")]

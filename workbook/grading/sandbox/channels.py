@@ -42,7 +42,7 @@ class ReportReader(threading.Thread):
     def feed(self, line: bytes) -> None:
         if not line.strip():
             return
-        decoded = protocol.decode(self.key, line)
+        decoded = protocol.read_line(self.key, line)
         if decoded is None:
             self.forged += 1
             return
