@@ -8,8 +8,9 @@ grader (``workbook.grading.sandbox.channels``) checks the signature and decodes 
 ``honest_order`` accepts the records only in the one order an honest run produces.
 
 What the signature is for, exactly: it tells the grader's report pipe apart from everything
-else a run can write to (stdout, stderr, any file descriptor it finds).  It does *not* stop
-code that runs inside the judged process and goes looking for the key — see the README's
+else a run can write to (stdout, stderr, any file descriptor it finds), and, since the key
+lives only in the judge's audit hook, it tells the judge's records apart from any the
+submission's code could make inside the process.  Raw memory is the rest — see the README's
 "What the report can and cannot prove".
 """
 from __future__ import annotations
