@@ -7,8 +7,9 @@ pipe and the output, read as they come), ``outside`` (what the grader sees of th
 outside, compared with what it reported), ``procs`` (what it left behind) and ``isolation``
 (which of the modes this machine allows, proved by a probe run).
 
-The run's side: ``trampoline`` (pre-exec isolation), ``launch`` (the audit hook, ``guard``,
-first) and ``reporter`` (signed records from inside the judged process).
+The run's side: ``trampoline`` (pre-exec isolation and the seccomp filter), ``launch`` (the
+audit hook, ``guard``, first, then the ``judge``, which holds the key and signs every record)
+and ``reporter`` (a pytest plugin handing the harness's records to the judge).
 """
 
 
