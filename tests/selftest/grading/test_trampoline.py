@@ -113,3 +113,15 @@ def test_the_run_cannot_use_the_kernel_keyrings_or_another_process_memory(tmp_pa
     assert out.stdout.strip() == str({"add_key": "Operation not permitted",
                                       "keyctl": "Operation not permitted",
                                       "ptrace": "Operation not permitted", "getpid": "allowed"})
+
+
+def test_a_run_whose_grader_died_before_it_could_watch_for_it_does_not_start(tmp_path):
+    """The grader's pid travels in the config: a trampoline that finds another parent (the
+    grader was killed while it was starting, and init adopted it) leaves before the run."""
+    ran = tmp_path / "ran"
+    config = {"mode": "none", "uid": None, "gid": None, "work": str(tmp_path), "cgroups": [],
+              "status_fd": None, "limits": {}, "parent": 1 if os.getpid() != 1 else 2,
+              "argv": [sys.executable, "-S", "-c", f"open({str(ran)!r}, 'w').close()"]}
+    out = subprocess.run([sys.executable, "-I", "-S", str(TRAMPOLINE), json.dumps(config)],
+                         timeout=60)
+    assert out.returncode == 137 and not ran.exists()

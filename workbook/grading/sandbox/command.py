@@ -91,6 +91,7 @@ def command(mode: str, uid: int | None, stage: Stage, limits: Limits,
     namespaces = mode == "namespaces"
     config = {
         "mode": mode, "uid": uid, "gid": uid, "work": str(stage.work), "cgroups": cgroups or [],
+        "parent": os.getpid(),  # the trampoline's parent: dead already, it must not run
         "status_fd": status_fd,
         "work_size": limits.work_size,
         "view": {**allowed_view(), "stage": str(stage.dir), "etc": str(stage.dir / ETC),

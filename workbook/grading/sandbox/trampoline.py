@@ -58,9 +58,12 @@ def _mount(libc, source, target, fstype, flags, data=None) -> None:
                 f"mount {target}")
 
 
-def _die_with_parent(libc) -> None:
-    """SIGKILL this process when its parent goes (a grader killed mid-batch leaves nothing)."""
-    parent = os.getppid()
+def _die_with_parent(libc, parent: int | None = None) -> None:
+    """SIGKILL this process when its parent goes (a grader killed mid-batch leaves nothing).
+    ``parent``: the pid it must have (the grader's, from the config): read here instead, it
+    would already be init's if the grader died before this process got this far, and the
+    run would live on."""
+    parent = os.getppid() if parent is None else parent
     _syscall_ok(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
     if os.getppid() != parent:  # the parent died before prctl took effect
         os._exit(137)
@@ -196,7 +199,7 @@ def _join_cgroups(config: dict) -> None:
 
 def trampoline(config: dict) -> None:
     libc = _libc()
-    _die_with_parent(libc)
+    _die_with_parent(libc, None if config["mode"] == "inner" else config.get("parent"))
     if config["mode"] == "inner":  # inside bubblewrap: its namespaces and root are made
         _become_learner(libc, config)
     _join_cgroups(config)
