@@ -31,8 +31,13 @@ from tests.selftest.conftest import cli
 from tests.selftest.grading import battery
 from workbook import ROOT, manifest
 from workbook.explore.driver import seed_for
-from workbook.grading import discovery, exports, gradebook, judging, protocol
-from workbook.grading.sandbox import runner as sandbox
+from workbook.grading import discovery, exports, gradebook, judging, protocol, similarity
+from workbook.grading.sandbox import IsolationError, runner, uids
+from workbook.grading.sandbox.channels import ReportReader
+from workbook.grading.sandbox.isolation import detect
+from workbook.grading.sandbox.limits import Limits
+from workbook.grading.sandbox.procs import processes_of
+from workbook.grading.sandbox.stage import STAGE_PREFIX, Harness, Stage, staged_files
 
 P01 = manifest.get("p01")
 # seconds: the wall clock of one run in these tests.  The reference needs ~3 s of tests plus
@@ -45,7 +50,7 @@ def _forbidden() -> list[Path]:
     return [p.solution_file for p in manifest.problems().values()]
 
 
-ISOLATION = sandbox.detect(_forbidden())
+ISOLATION = detect(_forbidden())
 
 
 
@@ -59,25 +64,27 @@ def _imports_from(stage_dir: Path, module: str) -> str:
 
 
 def test_the_harness_is_compiled_once_and_a_run_loads_it_only_while_the_bytes_match():
-    harness = sandbox.Harness.snapshot(P01)
+    harness = Harness.snapshot(P01)
     compiled = dict(harness.bytecode)
     assert "workbook/testkit/__pycache__/waits." + sys.implementation.cache_tag + ".pyc" \
         in compiled
     assert not [rel for rel in compiled if "/test_" in rel or "conftest" in rel]
-    with sandbox.Stage(harness, P01.module, b"", None) as stage:
+    with Stage(harness, P01.module, b"", None) as stage:
         pyc = (stage.dir / "workbook" / "testkit" / "__pycache__"
                / f"waits.{sys.implementation.cache_tag}.pyc")
         assert f"{pyc} matches" in _imports_from(stage.dir, "workbook.testkit.waits")
         source = stage.dir / "workbook" / "testkit" / "waits.py"
-        source.write_bytes(source.read_bytes() + b"\nCHANGED = True\n")
+        changed = source.read_bytes() + b"\nCHANGED = True\n"
+        source.unlink()  # a link to the harness's shared copy: replaced, not written through
+        source.write_bytes(changed)
         assert f"{pyc} matches" not in _imports_from(stage.dir, "workbook.testkit.waits")
-    assert harness.fingerprint == sandbox.Harness.snapshot(P01).fingerprint
+    assert harness.fingerprint == Harness.snapshot(P01).fingerprint
 
 
 def test_by_default_a_batch_runs_four_runs_per_core_at_once():
     from workbook.grading import batch
     cores = len(os.sched_getaffinity(0))
-    assert batch.default_jobs() == min(4 * cores, sandbox.UID_POOL)
+    assert batch.default_jobs() == min(4 * cores, uids.UID_POOL)
     assert batch._parser().parse_args(["x"]).jobs == batch.default_jobs()
 
 def _grade(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -85,7 +92,7 @@ def _grade(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
 
 
 def _sandbox_processes(uids: list[int]) -> list[int]:
-    return [pid for uid in uids for pid in sandbox.processes_of(uid)]
+    return [pid for uid in uids for pid in processes_of(uid)]
 
 
 def _flat(text: str) -> str:
@@ -109,8 +116,8 @@ def _line(seq: int, record: dict, key: bytes = KEY) -> bytes:
     return protocol.encode(key, seq, protocol.from_dict(record)).strip()
 
 
-def _reader() -> sandbox.ReportReader:
-    return sandbox.ReportReader(-1, KEY)  # fed by hand: its thread never starts
+def _reader() -> ReportReader:
+    return ReportReader(-1, KEY)  # fed by hand: its thread never starts
 
 
 def test_a_test_record_keeps_its_cause_and_stuck_count_through_the_pipe():
@@ -122,8 +129,8 @@ def test_a_test_record_keeps_its_cause_and_stuck_count_through_the_pipe():
     records = [protocol.Start(), protocol.Collected(1), protocol.Item(*trusted[0]),
                protocol.TestDone(*trusted[0], outcome="failed", cause="E @ f.py:3", stuck=1),
                protocol.End()]
-    entry = judging.judge(P01, sandbox.Outcome(records=records), trusted,
-                          sandbox.Limits.for_wall(90), "a.py", Path("/x"), Path("/x/t.py"))
+    entry = judging.judge(P01, runner.Outcome(records=records), trusted,
+                          Limits.for_wall(90), "a.py", Path("/x"), Path("/x/t.py"))
     fifo = next(cp for cp in entry.checkpoints if cp.id == "p01.fifo")
     assert (fifo.cause, fifo.stuck) == ("E @ f.py:3", 1)
 
@@ -141,18 +148,24 @@ def test_a_report_line_without_the_key_is_counted_as_forged_and_ignored():
 def test_the_snapshot_names_what_was_replaced_or_swapped_and_hooks_from_elsewhere(monkeypatch):
     from _pytest.config import PytestPluginManager
 
-    from workbook.grading.sandbox import reporter
+    from workbook.grading.sandbox import judge
     probe = types.ModuleType("guard_probe")
     code = "def f():\n    return 1\n\n\ndef g():\n    return 2\n"
     exec(compile(code, str(ROOT / "tests" / "guard_probe.py"), "exec"), vars(probe))
     monkeypatch.setitem(sys.modules, "guard_probe", probe)
     plugins = PytestPluginManager()
-    snapshot = reporter.Snapshot(("guard_probe",), plugins)
-    assert snapshot.changed() == ()
+    changed = judge.snapshot(("guard_probe",), plugins)
+    assert changed() == ()
     probe.f.__code__ = probe.g.__code__  # the same function object, other code
-    assert snapshot.changed() == ("guard_probe.f.__code__",)
+    assert changed() == ("guard_probe.f.__code__",)
     probe.g = lambda: 3
-    assert "guard_probe.g" in snapshot.changed()
+    assert "guard_probe.g" in changed()
+    probe.g = probe.f.__globals__["g"] = probe.f  # back to a function, then a name added:
+    vars(probe)["getattr"] = lambda *a: None  # it would shadow the builtin in the module
+    assert "guard_probe.getattr (added)" in changed()
+    vars(probe)[("not", "a name")] = 1  # a key whose own __eq__ could run: nothing else
+    assert changed() == ("guard_probe (a key that is not a name)",)  # is looked up
+    del vars(probe)[("not", "a name")], vars(probe)["getattr"]
 
     def hook_from(filename: str) -> types.SimpleNamespace:
         namespace: dict = {}
@@ -162,7 +175,7 @@ def test_the_snapshot_names_what_was_replaced_or_swapped_and_hooks_from_elsewher
 
     plugins.register(hook_from(str(ROOT / "workbook" / "plugin.py")), "harness-like")
     plugins.register(hook_from("/elsewhere/cheat.py"), "foreign")
-    hooks = [name for name in snapshot.changed() if name.startswith("hook ")]
+    hooks = [name for name in changed() if name.startswith("hook ")]
     assert hooks == ["hook pytest_runtest_logreport foreign"]
 
 
@@ -174,18 +187,18 @@ def test_the_kits_modules_and_the_tuning_constants_are_guarded(monkeypatch):
 
     import workbook.testkit  # noqa: F401 - imports every layer
     from workbook import tuning
-    from workbook.grading.sandbox import reporter
+    from workbook.grading.sandbox import judge, reporter
     from workbook.stuck import decide
     kit = reporter._kit_modules()
     assert {"workbook.tuning", "workbook.stuck.decide", "workbook.stuck.procfs",
             "workbook.testkit.waits"} <= set(kit)
-    snapshot = reporter.Snapshot(reporter.GUARDED + kit, PytestPluginManager())
-    assert snapshot.changed() == ()
+    changed = judge.snapshot(reporter.GUARDED + kit, PytestPluginManager())
+    assert changed() == ()
     monkeypatch.setattr(tuning, "PARKED_CPU", 1e9)
     monkeypatch.setattr(decide, "decide", lambda *a, **k: None)
     monkeypatch.setattr(workbook.testkit, "STILL_CPU", 1e9)
     assert {"workbook.tuning.PARKED_CPU", "workbook.stuck.decide.decide",
-            "workbook.testkit.STILL_CPU"} <= set(snapshot.changed())
+            "workbook.testkit.STILL_CPU"} <= set(changed())
 
 
 def test_a_gap_or_a_replay_in_the_sequence_stops_the_report_there():
@@ -255,28 +268,28 @@ def test_the_crosscheck_keeps_only_what_came_before_a_departure(index, record, w
 
 
 def test_sandbox_uids_claimed_by_one_grader_are_never_handed_to_another():
-    with sandbox.UidClaim(2) as first, sandbox.UidClaim(2) as second:
+    with uids.UidClaim(2) as first, uids.UidClaim(2) as second:
         assert len(first.uids) == len(second.uids) == 2
         assert not set(first.uids) & set(second.uids)
         first.release()  # free again: the lowest of them is the next one handed out
-        with sandbox.UidClaim(1) as again:
+        with uids.UidClaim(1) as again:
             assert again.uids[0] not in second.uids
             assert again.uids[0] <= min(first.uids)
 
 
 def test_a_run_that_starts_while_the_grader_is_interrupted_is_killed_at_once(monkeypatch):
-    monkeypatch.setattr(sandbox, "_STOPPING", threading.Event())
-    sandbox.kill_all()  # the interrupt comes between a worker's last check and its run
-    with sandbox.UidClaim(0 if ISOLATION == "none" else 1) as claim:
+    monkeypatch.setattr(runner, "_STOPPING", threading.Event())
+    runner.kill_all()  # the interrupt comes between a worker's last check and its run
+    with uids.UidClaim(0 if ISOLATION == "none" else 1) as claim:
         uid = (claim.uids or [None])[0]
-        with sandbox.Stage(sandbox.Harness(()), "x", b"", uid) as stage:
-            out = sandbox.run(stage, [sys.executable, "-c", "import time; time.sleep(60)"],
-                              sandbox.Limits.for_wall(60), iso=ISOLATION, uid=uid)
+        with Stage(Harness(()), "x", b"", uid) as stage:
+            out = runner.run(stage, [sys.executable, "-c", "import time; time.sleep(60)"],
+                              Limits.for_wall(60), iso=ISOLATION, uid=uid)
     assert out.signal == signal.SIGKILL and out.timed_out is None and out.seconds < 20
 
 
 def test_a_run_is_staged_with_its_problem_and_the_harness_package_only():
-    staged = {str(rel) for rel in sandbox.staged_files([P01])}
+    staged = {str(rel) for rel in staged_files([P01])}
     assert {"workbook/__init__.py", "workbook/manifest.py", "workbook/plugin.py",
             "workbook/testkit/__init__.py", "workbook/stuck/decide.py", "workbook/tuning.py",
             "workbook/grading/protocol.py",
@@ -295,7 +308,7 @@ def test_every_module_the_acceptance_sets_import_is_staged():
     import shutil
     for p in manifest.problems().values():
         with tempfile.TemporaryDirectory() as tmp:
-            for rel in sandbox.staged_files([p]):
+            for rel in staged_files([p]):
                 (Path(tmp) / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(ROOT / rel, Path(tmp) / rel)
             target = Path(tmp) / "learner.py"
@@ -346,15 +359,14 @@ def _battery_names() -> list[str]:
     names = ["reference", "skeleton", "nested", "empty", "dave", "mallory-link",
              battery.FAKE_NAME.format(first=P01)]
     names += [f"alt-p01-{p.stem}" for p in sorted(P01.alternates_dir.glob("*.py"))]
-    kinds = [k for k in battery.HOSTILE
-             if ISOLATION != "none" or k not in battery.NEEDS_PRIVILEGE]
+    kinds = [k for k, _ in battery.kinds_for([P01], ISOLATION, selftest=True)]
     return names + [f"hostile-{k.replace('_', '-')}" for k in kinds]
 
 
 def _grade_the_battery(root: Path) -> dict:
     """Build P01's battery in ``root`` and grade it with --jobs 2; what the tests look at
     right after the batch."""
-    bat = battery.build(root, [P01], isolation=ISOLATION)
+    bat = battery.build(root, [P01], isolation=ISOLATION, selftest=True)
     started = time.monotonic()
     out = _grade(str(bat.submissions), "--problem", "p01", "--jobs", "2", "--format", "json",
                  "--out", str(root / "gradebook.json"))
@@ -513,7 +525,7 @@ def test_a_batch_killed_midway_resumes_without_redoing_finished_work(tmp_path):
     assert {name: after[name] for name in before} == before  # finished work kept as it was
     doc = json.loads(state.read_text())
     assert all(row["total"] == 100 and row["status"] == "ok" for row in doc["rows"].values())
-    stale = Path(tempfile.gettempdir()).glob(f"{sandbox.STAGE_PREFIX}{batch.pid}-*")
+    stale = Path(tempfile.gettempdir()).glob(f"{STAGE_PREFIX}{batch.pid}-*")
     assert list(stale) == []  # the killed grader's staging directories were removed
 
 
@@ -690,8 +702,8 @@ def test_a_missing_submissions_folder_is_a_usage_error(tmp_path):
 
 # -- the gradebook never lies ---------------------------------------------------------------
 
-def _outcome(**changes) -> "sandbox.Outcome":
-    return sandbox.Outcome(records=[protocol.Start()], **changes)
+def _outcome(**changes) -> "runner.Outcome":
+    return runner.Outcome(records=[protocol.Start()], **changes)
 
 
 @pytest.mark.parametrize("changes,reason", [
@@ -701,7 +713,7 @@ def _outcome(**changes) -> "sandbox.Outcome":
 ], ids=["import", "run", "crash"])
 def test_a_stopped_run_gives_its_checkpoints_the_reason_of_the_entry(changes, reason, tmp_path):
     trusted = battery.collection_order(P01)
-    entry = judging.judge(P01, _outcome(**changes), trusted, sandbox.Limits.for_wall(90),
+    entry = judging.judge(P01, _outcome(**changes), trusted, Limits.for_wall(90),
                           "ann/p01_output_sink.py", tmp_path, tmp_path / "t.py")
     assert entry.status == "error" and entry.reason == reason and entry.score == 0
     assert all(reason in cp.message for cp in entry.checkpoints), \
@@ -722,6 +734,19 @@ def _entry(status="ok", passed=(), message="expected ['a'], got []"):
         cp.status, cp.message = ("passed", None) if cp.id in passed else ("failed", message)
     entry.points = {cp: P01.checkpoint(cp).points for cp in passed}
     return entry
+
+
+def test_the_gradebook_is_saved_as_plain_indented_json_whatever_was_recorded(tmp_path):
+    """The saved text is made from each entry's text kept since it was recorded; it must be
+    exactly what json.dumps of the whole book gives, before and after an entry changes."""
+    book = gradebook.Gradebook(tmp_path / "g.json", [P01])
+    assert book.text() == json.dumps(book.to_json(), indent=1, ensure_ascii=False)
+    for name in ("ann", "bob\n\"ünïcode\"", ""):
+        book.record(name, "p01", _entry(passed=("p01.fifo",), message="a\nb \u2028 \x1b[1m"))
+    book.save()
+    assert json.loads((tmp_path / "g.json").read_text()) == book.to_json()
+    book.record("ann", "p01", gradebook.Entry.placeholder(P01, "pending"))
+    assert book.text() == json.dumps(book.to_json(), indent=1, ensure_ascii=False)
 
 
 def test_unfinished_pairs_read_pending_in_every_export_and_count_nowhere(tmp_path):
@@ -832,9 +857,9 @@ def test_similarity_sees_through_renamed_names_comments_and_docstrings():
     source = P01.solution_file.read_text()
     renamed = re.sub(r"\b_drain\b", "_take_some", source.replace("self._items", "self._queue"))
     renamed = "# my own work\n" + renamed.replace('"""', "'''")
-    assert exports.normalised(source.encode()) == exports.normalised(renamed.encode())
-    other = manifest.get("p03").solution_file.read_bytes()
-    assert exports.normalised(source.encode()) != exports.normalised(other)
+    canonical = lambda text: similarity.Print.of(text).canonical  # noqa: E731
+    assert canonical(source) == canonical(renamed)
+    assert canonical(source) != canonical(manifest.get("p03").solution_file.read_text())
 
 
 def test_a_submission_may_bring_helper_modules_beside_its_file(tmp_path):
@@ -893,16 +918,16 @@ def test_the_uid_locks_live_in_a_folder_of_their_own_and_a_squatted_path_is_skip
     open_folder.mkdir(mode=0o777)
     open_folder.chmod(0o777)
     locks = tmp_path / "locks"
-    monkeypatch.setattr(sandbox, "LOCK_FOLDERS", (str(open_folder), str(locks)))
-    assert sandbox.lock_folder() == str(locks)  # the world-writable one is passed over
+    monkeypatch.setattr(uids, "LOCK_FOLDERS", (str(open_folder), str(locks)))
+    assert uids.lock_folder() == str(locks)  # the world-writable one is passed over
     assert stat.S_IMODE(locks.stat().st_mode) == 0o700
-    monkeypatch.setattr(sandbox, "UID_BASE", 63100)  # clear of the uids other graders use
+    monkeypatch.setattr(uids, "UID_BASE", 63100)  # clear of the uids other graders use
     (locks / "63100.lock").mkdir()  # something squats the first uid's lock path
-    with sandbox.UidClaim(2) as claim:
+    with uids.UidClaim(2) as claim:
         assert 63100 not in claim.uids and len(claim.uids) == 2
-    monkeypatch.setattr(sandbox, "LOCK_FOLDERS", (str(open_folder),))
-    with pytest.raises(sandbox.IsolationError, match="not a folder of this user's alone"):
-        sandbox.UidClaim(1)
+    monkeypatch.setattr(uids, "LOCK_FOLDERS", (str(open_folder),))
+    with pytest.raises(IsolationError, match="not a folder of this user's alone"):
+        uids.UidClaim(1)
 
 
 def test_discovery_walks_1100_nested_folders_without_recursion(tmp_path):
@@ -952,7 +977,8 @@ def test_a_400_term_expression_is_compared_for_similarity_without_a_crash(tmp_pa
         (tmp_path / name).mkdir()
         (tmp_path / name / P01.learner_file.name).write_text(long_sum)
         subs.append(discovery.discover(tmp_path, [P01])[-1])
-    report = exports.similarity(discovery.discover(tmp_path, [P01]), [P01])
+    subs = discovery.discover(tmp_path, [P01])
+    report = similarity.report(similarity.texts(subs, [P01]), 90)
     assert report["p01"]["identical"] == [["ann", "bob"]]
 
 
@@ -971,15 +997,15 @@ def test_similar_names_export_to_different_folders(tmp_path):
 def test_a_run_that_poses_as_the_sandbox_failing_is_not_taken_for_it(tmp_path):
     """The sandbox's own failures come on a channel the run never holds: printing its text
     and exiting 125 is the run's own failure; a real one (an exec that fails) is reported."""
-    with sandbox.UidClaim(0 if ISOLATION == "none" else 1) as claim:
+    with uids.UidClaim(0 if ISOLATION == "none" else 1) as claim:
         uid = (claim.uids or [None])[0]
-        with sandbox.Stage(sandbox.Harness(()), "x", b"", uid) as stage:
-            spoof = sandbox.run(stage, [sys.executable, "-c",
+        with Stage(Harness(()), "x", b"", uid) as stage:
+            spoof = runner.run(stage, [sys.executable, "-c",
                                         "import sys; print('workbook sandbox: [bold]broken');"
                                         " sys.exit(125)"],
-                                sandbox.Limits.for_wall(60), iso=ISOLATION, uid=uid)
-            real = sandbox.run(stage, [str(tmp_path / "no-such-program")],
-                               sandbox.Limits.for_wall(60), iso=ISOLATION, uid=uid)
+                                Limits.for_wall(60), iso=ISOLATION, uid=uid)
+            real = runner.run(stage, [str(tmp_path / "no-such-program")],
+                               Limits.for_wall(60), iso=ISOLATION, uid=uid)
     assert spoof.exit_code == 125 and "workbook sandbox:" in spoof.output
     assert spoof.sandbox_error is None
     assert real.sandbox_error and "no-such-program" in real.sandbox_error
@@ -1015,6 +1041,39 @@ def test_notes_are_capped_per_test():
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs a file of another user")
+@pytest.mark.parametrize("kind", list(battery.attacks.NAMES))
+def test_a_name_that_is_not_utf8_or_too_long_for_a_folder_is_kept_and_exported(tmp_path, kind):
+    """Before: the first stopped the batch before any run (no gradebook: it could not be
+    written as UTF-8), the second the Gradescope export (its folder passed 255 bytes)."""
+    name = battery.attacks.NAMES[kind]
+    book = _book(tmp_path, {name: _entry(passed=("p01.fifo",))})
+    book.save()
+    again = gradebook.Gradebook(tmp_path / "g.json", [P01])
+    assert list(again.rows) == [name]  # the very name back, for --resume
+    exports.export(again, "csv", tmp_path / "g.csv", single=False)
+    exports.export(again, "gradescope", tmp_path / "gs", single=False)
+    folder, = (tmp_path / "gs").iterdir()
+    assert len(os.fsencode(folder.name)) <= 255 and (folder / "results.json").exists()
+    assert len(list(csv.reader(io.StringIO((tmp_path / "g.csv").read_text())))) == 2
+
+
+def test_a_learner_file_swapped_for_a_fifo_after_discovery_is_an_error_row_at_once(tmp_path):
+    """A class folder others can write to: the file becomes a FIFO between discovery and
+    the run.  Opened as it was, it would block the batch for ever."""
+    (tmp_path / "ann").mkdir()
+    learner = tmp_path / "ann" / P01.learner_file.name
+    learner.write_text("x = 1\n")
+    sub = discovery.discover(tmp_path, [P01])[0]
+    learner.unlink()
+    os.mkfifo(learner)
+    started = time.monotonic()
+    assert sub.fingerprint("p01").startswith("unreadable:")
+    entry = judging.grade_pair(P01, sub, [], None, None, "none", None)
+    assert entry.status == "error" and "cannot be read any more" in entry.reason
+    assert similarity.texts([sub], [P01]) == {}
+    assert time.monotonic() - started < 5
+
+
 def test_a_hard_link_to_a_root_only_file_is_refused(tmp_path):
     secret = tmp_path / "secret.py"
     secret.write_text("ANSWER = 42\n")
@@ -1037,8 +1096,8 @@ def test_fresh_keeps_each_earlier_result_until_its_pair_is_redone(tmp_path):
     (tmp_path / "subs" / "ann").mkdir(parents=True)
     (tmp_path / "subs" / "ann" / P01.learner_file.name).write_text("x = 1\n")
     subs = discovery.discover(tmp_path / "subs", [P01])
-    harness = {"p01": sandbox.Harness.snapshot(P01)}
-    limits = {"p01": sandbox.Limits.for_wall(20)}
+    harness = {"p01": Harness.snapshot(P01)}
+    limits = {"p01": Limits.for_wall(20)}
     book = gradebook.Gradebook(tmp_path / "g.json", [P01])
     done = _entry(passed=("p01.fifo",))
     fp = f"{subs[0].fingerprint('p01')}:{harness['p01'].fingerprint}:20:{seed_for('p01')}"
@@ -1137,13 +1196,24 @@ def test_similarity_sees_a_renamed_reordered_copy_and_one_with_a_syntax_error(tm
     for name, text in files.items():
         (tmp_path / name).mkdir()
         (tmp_path / name / P01.learner_file.name).write_text(text)
-    report = exports.similarity(discovery.discover(tmp_path, [P01]), [P01], threshold=0)
+    subs = discovery.discover(tmp_path, [P01])
+    report = similarity.report(similarity.texts(subs, [P01]), 0)
     alike = {frozenset((d["a"], d["b"])): d["percent"] for d in report["p01"]["similar"]}
     assert alike[frozenset(("ref", "copy"))] >= 90
     assert alike[frozenset(("ref", "broken"))] >= 90
     honest = [v for k, v in alike.items() if any(n.startswith("alt-") for n in k)
               and not {"copy", "broken"} & k]
     assert honest and max(honest) < 90  # different solutions to the same problem
+    # The percent is copydetect's own compare_files figure, computed without its arrays.
+    from copydetect import CodeFingerprint, compare_files
+    texts = similarity.texts(subs, [P01])["p01"]
+    for a, b in [("ref", "copy"), ("ref", "broken")] + [("ref", n) for n in texts
+                                                        if n.startswith("alt-")]:
+        prints = [CodeFingerprint(f"{n}.py", similarity.K, similarity.WINDOW,
+                                  language="python", fp=io.StringIO(texts[n])) for n in (a, b)]
+        expected = 100 * float(max(compare_files(*prints)[1]))
+        got = 100 * similarity.share(similarity.Print.of(texts[a]), similarity.Print.of(texts[b]))
+        assert abs(got - expected) < 1e-9, (a, b, got, expected)
 
 
 _GUARD_CHECK = r'''
@@ -1151,12 +1221,13 @@ import sys, threading
 stage = sys.argv[1]
 sys.path.insert(0, stage)
 from workbook.grading.sandbox import guard
-refusals = guard.install(stage)
+classify, refusals = guard.install(stage)
 sys.path.append(stage + "/submission")
 import harness_side, learner
 results = {}
 for name in ("getframe", "current_frames", "gc_objects", "settrace", "set_code", "tb_frame",
-             "typevar", "namedtuple", "logging", "harness_profile_raises", "thread_trace"):
+             "proc_mem", "link_to_mem", "typevar", "namedtuple", "logging",
+             "harness_profile_raises", "open_a_file", "thread_trace", "name_of_its_own"):
     try:
         getattr(learner, name)()
         results[name] = "allowed"
@@ -1211,6 +1282,19 @@ def logging():
 def harness_profile_raises():
     import harness_side
     harness_side.run_profiled(lambda: len([1, 2]))
+def proc_mem(): open("/proc/self/mem", "rb").close()
+def link_to_mem():
+    import os, tempfile
+    os.symlink("/proc/self/mem", tempfile.mktemp())
+def open_a_file():
+    import tempfile
+    with tempfile.TemporaryFile() as f:
+        f.write(b"memo")
+def name_of_its_own():
+    class Name(str):  # its hash would run its own code inside the hook
+        def __hash__(self):
+            raise SystemExit("ran inside the hook")
+    sys.audit("object.__getattr__", None, Name("tb_frame"))
 def thread_trace():
     threading.settrace(lambda *a: None)
     worker = threading.Thread(target=lambda: None)
@@ -1236,10 +1320,12 @@ def test_the_audit_hook_refuses_the_escape_hatches_and_lets_correct_code_run(tmp
         str(stage)], capture_output=True, text=True, timeout=60, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     results = eval(out.stdout.splitlines()[0])  # noqa: S307 - our own script's dict
-    refused = {"getframe", "current_frames", "gc_objects", "settrace", "set_code", "tb_frame"}
+    refused = {"getframe", "current_frames", "gc_objects", "settrace", "set_code", "tb_frame",
+               "proc_mem", "link_to_mem"}
     assert {k for k, v in results.items() if v == "refused"} == refused, results
     assert all(results[k] == "allowed" for k in ("typevar", "namedtuple", "logging",
-                                                 "harness_profile_raises")), results
+                                                 "harness_profile_raises", "open_a_file",
+                                                 "name_of_its_own")), results
     # threading.settrace's function is refused where it would be installed: in the new
     # thread, which dies before running anything (the caller's own call returns).
     assert "thread_trace" in out.stderr or "workbook sandbox" in out.stderr

@@ -33,7 +33,9 @@ def test_a_queue_that_sleeps_20_ms_per_call_fails_as_slow_with_its_line_and_no_p
     assert "p03.validation" in passed and "p03.interrupt" in passed
     # one root cause, one panel, however many checks it slowed down (it was one each)
     from workbook import view
-    assert len(view.result_view(result, manifest.get("p03")).panels) == 1
+    panels = view.result_view(result, manifest.get("p03")).panels
+    assert len(panels) == 1, [(p.checkpoints, [(c.id, c.cause) for c in bad], p.message)
+                              for p in panels]
 
 
 def test_the_watch_names_a_thread_asleep_in_time_sleep_and_what_each_call_asks(tmp_path):

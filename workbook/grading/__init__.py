@@ -12,5 +12,6 @@ The data path, one module a step::
                                                           insight, similarity), bundle
 
 ``protocol`` is the one definition of what a run reports; the in-process ``reporter`` and the
-grader's ``runner``/``judging`` both import it.
+grader's ``sandbox.channels``/``judging`` both import it.  ``sandbox``'s own docstring lists
+its modules (stage, uids, cgroups, command, runner, channels, procs, isolation).
 """

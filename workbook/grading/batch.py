@@ -29,12 +29,16 @@ from rich.table import Column, Table
 
 from workbook import manifest, run
 from workbook.errors import UsageError
-from workbook.grading import exports
+from workbook.grading import exports, similarity
 from workbook.grading.discovery import Submission, discover
 from workbook.grading.gradebook import Entry, Gradebook, atomic_write
 from workbook.explore.driver import seed_for
 from workbook.grading.judging import GradeError, grade_pair, trusted_collection
-from workbook.grading.sandbox import runner
+from workbook.grading.sandbox import IsolationError, runner
+from workbook.grading.sandbox.isolation import detect
+from workbook.grading.sandbox.limits import Limits
+from workbook.grading.sandbox.stage import Harness, remove_stale_stages
+from workbook.grading.sandbox.uids import UID_POOL, UidClaim
 
 console = Console(highlight=False)
 errors = Console(stderr=True, highlight=False)
@@ -52,7 +56,7 @@ def default_jobs() -> int:
     """Runs at once by default: 4 per core the grader may use.  A run spends most of its
     wall time waiting (the acceptance sets sleep, time out and wait for wakeups on purpose),
     under 1 s of CPU in 3–6 s, so one run per core leaves the cores idle."""
-    return min(4 * len(os.sched_getaffinity(0)), runner.UID_POOL)
+    return min(4 * len(os.sched_getaffinity(0)), UID_POOL)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -138,7 +142,7 @@ def main(argv: list[str]) -> int:
     try:
         with contextlib.ExitStack() as stack:
             return _grade(args, stack)
-    except (GradeError, runner.IsolationError) as exc:
+    except (GradeError, IsolationError) as exc:
         errors.print(f"[red]error:[/red] {shown(exc)}")
         return 2
 
@@ -159,14 +163,19 @@ def _grade(args, stack: contextlib.ExitStack) -> int:
                            unpack_to=unpacked)
     if not submissions:
         raise UsageError(f"no submissions found in {args.submissions}")
-    iso = runner.detect([p.solution_file for p in manifest.problems().values()])
+    iso = detect([p.solution_file for p in manifest.problems().values()])
     if iso == "none":
         errors.print("[yellow]warning:[/yellow] not root: learner code runs as you (resource "
                      "limits only; it could read solutions/ by path)")
-    limits = {p.id: runner.Limits.for_wall(args.time_limit or p.time_limit) for p in problems}
-    harness = {p.id: runner.Harness.snapshot(p) for p in problems}
-    runner.remove_stale_stages()
-    with _only_writer(state), runner.UidClaim(0 if iso == "none" else args.jobs) as claim:
+    limits = {p.id: Limits.for_wall(args.time_limit or p.time_limit) for p in problems}
+    harness = {p.id: Harness.snapshot(p) for p in problems}
+    remove_stale_stages()
+    alike = None  # the similarity report, made beside the runs (it needs only the files)
+    if args.similarity > 0 and len(submissions) > 1:
+        alike = similarity.Background(submissions, problems, args.similarity,
+                                      state.with_name(state.stem + "-fingerprints.json"))
+        stack.callback(alike.stop)
+    with _only_writer(state), UidClaim(0 if iso == "none" else args.jobs) as claim:
         book = Gradebook(state, problems, {
             "submissions_dir": str(args.submissions.resolve()), "isolation": iso,
             "harness": {pid: h.fingerprint for pid, h in harness.items()},
@@ -180,15 +189,15 @@ def _grade(args, stack: contextlib.ExitStack) -> int:
     extra = {"insight": exports.insight(book)}
     if args.roster:
         extra["roster"] = roster_report(args.roster, submissions, args.submissions)
-    if args.similarity > 0:
-        try:
-            extra["similarity"] = exports.similarity(submissions, problems,
-                                                     threshold=args.similarity)
-        except ImportError:
-            errors.print("[yellow]note:[/yellow] the similarity report needs copydetect "
-                         "(./check.sh grade installs it)")
+    if alike is not None and not interrupted:
+        found = alike.wait()
+        if isinstance(found, str):
+            errors.print(f"[yellow]note:[/yellow] {shown(found)}")
+        else:
+            extra["similarity"] = found
     report = state.with_name(state.stem + "-report.json")
-    atomic_write(report, json.dumps(extra, indent=1, ensure_ascii=False).encode())
+    atomic_write(report, json.dumps(extra, indent=1, ensure_ascii=False).encode(
+        "utf-8", "backslashreplace"))  # a name that is not UTF-8: JSON's escapes
     if not args.quiet or interrupted:
         console.print(summary_view(book, plan, iso, out if fmt != "json" else state))
         console.print(insight_view(extra["insight"]))

@@ -1,7 +1,7 @@
 """``./check.sh gradescope-bundle OUT.zip``: the same acceptance sets as a Gradescope
 autograder.
 
-The zip holds what ``runner.staged_files`` stages for a graded run (the harness package and
+The zip holds what ``stage.staged_files`` stages for a graded run (the harness package and
 the chosen problems' acceptance sets; never solutions, hints or the book), the project's
 ``pyproject.toml``, a ``constraints.txt`` pinning every installed distribution to the version the
 bundle was built with, ``setup.sh`` (Gradescope runs it once per image) and
@@ -19,7 +19,7 @@ from rich.console import Console
 
 from workbook import ROOT, manifest
 from workbook.grading.gradebook import atomic_write
-from workbook.grading.sandbox.runner import staged_files
+from workbook.grading.sandbox.stage import staged_files
 
 SETUP_SH = """#!/usr/bin/env bash
 # Gradescope runs this once when it builds the autograder image.

@@ -7,6 +7,7 @@ whose name contains the module name.  Symbolic links are refused, never followed
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
@@ -44,9 +45,12 @@ class Submission:
 
     @staticmethod
     def read(path: Path) -> bytes:
-        """The file's bytes, refusing to follow a link swapped in since discovery."""
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        """The file's bytes, refusing to follow a link, or to read anything but a regular
+        file, swapped in since discovery (a FIFO would block the batch for ever): OSError."""
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EINVAL, "not a regular file any more", str(path))
             return f.read(MAX_FILE + 1)[:MAX_FILE]
 
     def helpers(self, problem_id: str) -> dict[str, bytes]:
@@ -76,9 +80,12 @@ class Submission:
             return "refused:" + self.refused[problem_id]
         if problem_id not in self.files:
             return "missing"
-        digest = hashlib.sha256(self.read(self.files[problem_id]))
-        for rel, data in sorted(self.helpers(problem_id).items()):
-            digest.update(b"\0" + rel.encode() + b"\0" + data)
+        try:
+            digest = hashlib.sha256(self.read(self.files[problem_id]))
+            for rel, data in sorted(self.helpers(problem_id).items()):
+                digest.update(b"\0" + os.fsencode(rel) + b"\0" + data)
+        except OSError as exc:  # graded as an error row (``judging.grade_pair``)
+            return f"unreadable:{exc.strerror}"
         return digest.hexdigest()[:16]
 
 

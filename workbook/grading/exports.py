@@ -1,20 +1,18 @@
-"""What leaves the gradebook: CSV, Gradescope ``results.json``, class insight, similarity.
+"""What leaves the gradebook: CSV, Gradescope ``results.json``, class insight (the similarity
+report is ``similarity``'s).
 
 Every export is made from the same ``Gradebook``; none of them grades anything.
 """
 from __future__ import annotations
 
-import ast
 import csv
 import hashlib
 import io
-import itertools
 import json
 from collections import Counter
 from pathlib import Path
 
 from workbook import manifest
-from workbook.grading.discovery import Submission
 from workbook.grading.gradebook import Entry, Gradebook, Row, atomic_write
 
 FORMATS = ("csv", "json", "gradescope")
@@ -107,13 +105,20 @@ def safe_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name).strip(".") or "_"
 
 
+#: Longest export folder name kept as it is (a file name has at most 255 bytes).
+NAME_MAX = 100
+
+
 def export_names(names: list[str]) -> dict[str, str]:
     """A folder name for each submission, unique however alike the names are (``bob`` and
-    ``bob.``): a name that is not already safe gets a short hash of itself appended."""
+    ``bob.``) and short enough for any file system: a name that is not already safe, or is
+    long, is cut to ``NAME_MAX`` characters and gets a short hash of itself appended."""
     out: dict[str, str] = {}
     taken: set[str] = set()
     for name in sorted(names, key=lambda n: (safe_name(n) != n, n)):
         safe = safe_name(name)
+        if len(safe.encode("utf-8", "backslashreplace")) > NAME_MAX:
+            safe = safe_name(name.encode("ascii", "backslashreplace").decode())[:NAME_MAX]
         if safe != name or safe in taken:
             safe = f"{safe}-{hashlib.sha256(name.encode('utf-8', 'surrogateescape')).hexdigest()[:8]}"
         out[name] = safe
@@ -125,7 +130,8 @@ def export(book: Gradebook, fmt: str, out: Path, *, single: bool, excel: bool = 
            messages: bool = False, visibility: str = "visible") -> None:
     if fmt == "csv":
         text = csv_text(book, messages=messages)
-        atomic_write(out, (("\ufeff" if excel else "") + text).encode("utf-8"))
+        atomic_write(out, (("\ufeff" if excel else "") + text).encode(
+            "utf-8", "backslashreplace"))  # a name that is not UTF-8 on disk, escaped
     elif fmt == "gradescope":
         rows = book.sorted_rows()[:1] if single else book.sorted_rows()
         folders = export_names([row.submission for row in rows])
@@ -167,113 +173,3 @@ def insight(book: Gradebook) -> dict:
                          for name in sorted(hits, key=lambda k: (-hits[k], k))},
         }
     return out
-
-
-# -- similarity -----------------------------------------------------------------------------
-
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-#: The identifier each kind of node carries (definitions: ``name``).
-_NAMED = {ast.Name: "id", ast.arg: "arg", ast.Attribute: "attr",
-          **{kind: "name" for kind in _SCOPES}}
-
-
-def normalised(source: bytes) -> str | None:
-    """The canonical text of a Python file (None if it does not parse): docstrings and
-    annotations dropped, then every identifier renamed in order of first use, so two files
-    that differ only in names, comments, layout or docstrings come out the same."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, *_SCOPES)) and ast.get_docstring(node, False) is not None:
-            node.body = node.body[1:] or [ast.Pass()]
-        if isinstance(node, ast.arg):
-            node.annotation = None
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            node.returns = None
-    names: dict[str, str] = {}
-    for node in ast.walk(tree):
-        attr = _NAMED.get(type(node))
-        if attr:
-            setattr(node, attr, names.setdefault(getattr(node, attr), f"n{len(names)}"))
-    try:
-        return ast.unparse(tree)
-    except (RecursionError, MemoryError):  # too deep to print back (a long expression)
-        return _flat(tree)
-
-
-def _flat(tree: ast.AST) -> str:
-    """The tree as one line of node kinds, identifiers and constants, walked without
-    recursion (``ast.unparse`` and ``ast.dump`` recurse: a 400-term sum is too deep)."""
-    words = []
-    for node in ast.walk(tree):
-        attr = _NAMED.get(type(node))
-        value = getattr(node, attr) if attr else getattr(node, "value", None) \
-            if isinstance(node, ast.Constant) else None
-        words.append(type(node).__name__ + ("" if value is None else f":{value!r}"))
-    return " ".join(words)
-
-
-def submission_text(sub: Submission, problem_id: str) -> str | None:
-    """Every file of the submission for ``problem_id`` (the learner file, then each helper
-    module in name order), normalised; None when none of them parses."""
-    sources = [sub.read(sub.files[problem_id])]
-    sources += [data for _, data in sorted(sub.helpers(problem_id).items())]
-    texts = [t for t in map(normalised, sources) if t is not None]
-    return "\n".join(texts) if texts else None
-
-
-def _raw_text(sub: Submission, problem_id: str) -> str:
-    """Every file of the submission for ``problem_id`` as it is (the learner file, then each
-    helper module in name order): what the fingerprints are taken of, parsable or not."""
-    sources = [sub.read(sub.files[problem_id])]
-    sources += [data for _, data in sorted(sub.helpers(problem_id).items())]
-    return "\n".join(data.decode("utf-8", "replace") for data in sources)
-
-
-#: copydetect's fingerprint: k-grams of this many tokens, winnowed over this many.
-_K, _WINDOW = 25, 1
-
-
-def similarity(submissions: list[Submission], problems: list[manifest.Problem], *,
-               threshold: float = 90.0) -> dict:
-    """Per problem: groups of submissions whose files are the same after normalisation, and
-    pairs of different ones at least ``threshold`` % alike: copydetect's winnowed
-    fingerprints (MOSS-style: names, layout and the order of methods do not count) of every
-    file of each submission, a syntax error included; the percent is the larger share of
-    one's fingerprints found in the other (a copy with code added still shows)."""
-    import io
-
-    from copydetect import CodeFingerprint, compare_files
-
-    report: dict = {}
-    for p in problems:
-        by_text: dict[str, list[str]] = {}  # canonical text -> the submissions that have it
-        raw: dict[str, str] = {}  # every submission's files, for the fingerprints
-        for sub in submissions:
-            if p.id not in sub.files:
-                continue
-            raw[sub.name] = _raw_text(sub, p.id)
-            text = submission_text(sub, p.id)
-            by_text.setdefault(text if text is not None else "\0raw " + raw[sub.name],
-                               []).append(sub.name)
-        groups = sorted((sorted(g) for g in by_text.values() if len(g) > 1), key=len,
-                        reverse=True)
-        prints = {}
-        for group in by_text.values():  # one representative per distinct text
-            name = group[0]
-            try:
-                prints[name] = CodeFingerprint(f"{name}.py", _K, _WINDOW, language="python",
-                                               fp=io.StringIO(raw[name]))
-            except Exception:  # noqa: BLE001 - too short to fingerprint: left out
-                continue
-        pairs = []
-        for a, b in itertools.combinations(sorted(prints), 2):
-            _, shares, _ = compare_files(prints[a], prints[b])
-            percent = 100 * float(max(shares))
-            if percent >= threshold:
-                pairs.append({"a": a, "b": b, "percent": round(percent, 1)})
-        pairs.sort(key=lambda d: -d["percent"])
-        report[p.id] = {"identical": groups, "similar": pairs, "threshold": threshold}
-    return report

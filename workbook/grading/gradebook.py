@@ -8,6 +8,7 @@ every export, is readable by its owner only (0600: it holds every name, score an
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import tempfile
@@ -36,6 +37,8 @@ class Entry:
     #: Every file that was graded (the learner file and each helper module) -> its SHA-256.
     files: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    #: CPU seconds the whole run used, every process and thread (None: no cgroup counted it).
+    cpu: float | None = None
     tests_reported: int = 0
     tests_expected: int = 0
     output_bytes: int = 0
@@ -148,6 +151,7 @@ class Gradebook:
         self.rows = {name: Row(name, {pid: Entry.from_json(e)
                                       for pid, e in row["problems"].items()})
                      for name, row in (old.pop("rows", None) or {}).items()}
+        self._texts: dict[tuple[str, str], tuple[Entry, str]] = {}  # each entry's JSON, made once
         self.meta: dict = {"created": now(), **old, **(meta or {}), "format": FORMAT,
                            "problems": [p.id for p in problems],
                            "max_total": sum(p.points for p in problems)}
@@ -177,17 +181,53 @@ class Gradebook:
 
     def save(self) -> None:
         self.meta["updated"] = now()
-        atomic_write(self.path, json.dumps(self.to_json(), indent=1,
-                                           ensure_ascii=False).encode("utf-8"))
+        # A name that is not UTF-8 on disk (an archive made elsewhere) holds lone
+        # surrogates: written as JSON's escapes of them, which read back as the same name.
+        atomic_write(self.path, self.text().encode("utf-8", "backslashreplace"))
+
+    def _head(self, name: str, row: Row, max_total: int) -> dict:
+        return {"submission": name, "status": row.status, "total": row.total,
+                "max_total": max_total, "reasons": row.reasons}
 
     def to_json(self) -> dict:
-        self.meta["max_total"] = self.max_total
+        self.meta["max_total"] = max_total = self.max_total
         self.meta["assigned"] = [p.id for p in self.assigned]
         return {**self.meta, "rows": {
-            name: {"submission": name, "status": row.status, "total": row.total,
-                   "max_total": self.max_total, "reasons": row.reasons,
+            name: {**self._head(name, row, max_total),
                    "problems": {pid: e.to_json() for pid, e in row.problems.items()}}
             for name, row in sorted(self.rows.items())}}
+
+    def text(self) -> str:
+        """``json.dumps(self.to_json(), indent=1)``, byte for byte, with each entry's text
+        made once: the batch saves after every run, and serialising every entry each time
+        cost the grader more CPU than staging the runs (and grows with the square of the
+        class)."""
+        self.meta["max_total"] = max_total = self.max_total
+        self.meta["assigned"] = [p.id for p in self.assigned]
+        dumps = functools.partial(json.dumps, indent=1, ensure_ascii=False)
+
+        def block(items: list[tuple[str, str]], depth: int) -> str:
+            """A JSON object whose values are already text, at ``depth``."""
+            if not items:
+                return "{}"
+            pad = "\n" + " " * (depth + 1)
+            return "{" + ",".join(f"{pad}{dumps(key)}: {value}" for key, value in items) \
+                + "\n" + " " * depth + "}"
+
+        def entry(name: str, pid: str, found: Entry) -> str:
+            kept = self._texts.get((name, pid))
+            if kept is None or kept[0] is not found:
+                kept = self._texts[(name, pid)] = (
+                    found, dumps(found.to_json()).replace("\n", "\n" + " " * 4))
+            return kept[1]
+
+        rows = []
+        for name, row in sorted(self.rows.items()):
+            head = dumps({**self._head(name, row, max_total), "problems": 0})
+            problems = block([(pid, entry(name, pid, e)) for pid, e in row.problems.items()], 3)
+            rows.append((name, head[:-len("0\n}")].replace("\n", "\n  ") + problems + "\n  }"))
+        head = dumps({**self.meta, "rows": 0})
+        return head[:-len("0\n}")] + block(rows, 1) + "\n}"
 
     @property
     def assigned(self) -> list[manifest.Problem]:

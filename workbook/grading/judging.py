@@ -17,7 +17,10 @@ from workbook import manifest, run
 from workbook.grading import protocol
 from workbook.grading.discovery import Submission
 from workbook.grading.gradebook import Entry
-from workbook.grading.sandbox import runner
+from workbook.grading.sandbox import outside, runner
+from workbook.grading.sandbox.channels import OUTPUT_TAIL
+from workbook.grading.sandbox.limits import Limits
+from workbook.grading.sandbox.stage import Harness, Stage
 
 #: How much output an error entry keeps (the tail), for the instructor's eyes only.
 OUTPUT_KEPT = 1500
@@ -30,19 +33,18 @@ def _capped(records: list[protocol.Record]) -> list[protocol.Record]:
     says how many were dropped."""
     out: list[protocol.Record] = []
     notes = dropped = 0
+    checkpoint = None  # the checkpoint of the notes being counted
     for rec in records:
         if isinstance(rec, protocol.Note):
             notes += 1
+            checkpoint = rec.checkpoint
             if notes > NOTES_PER_TEST:
                 dropped += 1
                 continue
         elif isinstance(rec, (protocol.TestDone, protocol.End)):
             if dropped:
-                out.append(protocol.Note(last_note.checkpoint,
-                                         f"({dropped} more notes not kept)"))
+                out.append(protocol.Note(checkpoint, f"({dropped} more notes not kept)"))
             notes = dropped = 0
-        if isinstance(rec, protocol.Note):
-            last_note = rec
         out.append(rec)
     return out
 
@@ -57,7 +59,7 @@ class GradeError(Exception):
 _LAUNCHER = Path("workbook", "grading", "sandbox", "launch.py")
 
 
-def pytest_command(problem: manifest.Problem, stage: runner.Stage,
+def pytest_command(problem: manifest.Problem, stage: Stage,
                    collect_only: bool = False) -> list[str]:
     return [sys.executable, "-I", "-B", str(stage.dir / _LAUNCHER), str(stage.dir),
             "-p", "workbook.grading.sandbox.reporter", "-c", str(stage.dir / "pytest.ini"), "-s",
@@ -65,14 +67,14 @@ def pytest_command(problem: manifest.Problem, stage: runner.Stage,
             *(["--collect-only"] if collect_only else [])]
 
 
-def trusted_collection(problem: manifest.Problem, harness: runner.Harness,
+def trusted_collection(problem: manifest.Problem, harness: Harness,
                        iso: str, uid: int | None) -> list[tuple[str, str]]:
     """The acceptance set's tests in run order, as (node id, checkpoint), collected with no
     learner code at all: the yardstick every graded run is compared with."""
     placeholder = b'"""No learner code: the grader collects the tests."""\n'
-    with runner.Stage(harness, problem.module, placeholder, uid) as stage:
+    with Stage(harness, problem.module, placeholder, uid) as stage:
         outcome = runner.run(stage, pytest_command(problem, stage, collect_only=True),
-                             runner.Limits.for_wall(60), iso=iso, uid=uid)
+                             Limits.for_wall(60), iso=iso, uid=uid)
     items = [(r.nodeid, r.checkpoint) for r in outcome.records if isinstance(r, protocol.Item)]
     if not items or outcome.forged or outcome.violation or outcome.sandbox_error:
         raise GradeError(f"cannot collect the acceptance set of {problem.id}: "
@@ -83,7 +85,7 @@ def trusted_collection(problem: manifest.Problem, harness: runner.Harness,
     return items
 
 
-def _stop_reason(outcome: runner.Outcome, limits: runner.Limits, ended: bool) -> str | None:
+def _stop_reason(outcome: runner.Outcome, limits: Limits, ended: bool) -> str | None:
     """Why the run stopped short, in the words both the entry and its checkpoints use."""
     if outcome.timed_out == "import":
         return f"timed out while importing (limit {limits.import_wall:g} s)"
@@ -102,10 +104,15 @@ def _stop_reason(outcome: runner.Outcome, limits: runner.Limits, ended: bool) ->
 
 
 def judge(problem: manifest.Problem, outcome: runner.Outcome,
-          trusted: list[tuple[str, str]], limits: runner.Limits, display: str,
+          trusted: list[tuple[str, str]], limits: Limits, display: str,
           stage_dir: Path, target: Path) -> Entry:
     """One submission × problem: per-checkpoint results, points, status and reasons."""
-    verdict = protocol.honest_order(outcome.records, trusted)
+    records, seen = outcome.records, None
+    if len(outcome.stamps) == len(records):  # what the grader saw from outside: the report
+        seen = outside.check(records, outcome.stamps, outcome.started)  # stops where it
+        if seen is not None:  # turns impossible
+            records = records[:seen[0]]
+    verdict = protocol.honest_order(records, trusted)
     collected: dict[str, list[str]] = {}
     for nodeid, cp in trusted:
         collected.setdefault(cp, []).append(nodeid)
@@ -124,6 +131,7 @@ def judge(problem: manifest.Problem, outcome: runner.Outcome,
         text = clean(result.import_error)
         reasons.append(text if text.startswith("syntax error") else f"import error: {text}")
     tampering = verdict.violation or outcome.violation or (
+        seen and f"the outside view: {seen[1]}") or (
         outcome.forged and f"{outcome.forged} forged report line(s) ignored")
     if tampering:
         reasons.append(f"tampered: {tampering}")
@@ -143,7 +151,7 @@ def judge(problem: manifest.Problem, outcome: runner.Outcome,
                      "(a non-daemon thread?): stopped")
     if outcome.forged and verdict.violation:
         notes.append(f"{outcome.forged} forged report line(s) ignored")
-    if outcome.output_bytes > runner.OUTPUT_TAIL:
+    if outcome.output_bytes > OUTPUT_TAIL:
         notes.append(f"printed {outcome.output_bytes} bytes (only the tail is kept)")
     if outcome.leftovers:
         notes.append(f"{outcome.leftovers} leftover process(es) killed after the run")
@@ -155,23 +163,26 @@ def judge(problem: manifest.Problem, outcome: runner.Outcome,
         max_score=problem.points, reasons=reasons, notes=notes,
         points={cp.id: problem.checkpoint(cp.id).points
                 for cp in result.checkpoints if cp.status == "passed"},
-        seconds=round(outcome.seconds, 2), tests_expected=len(trusted),
+        seconds=round(outcome.seconds, 2),
+        cpu=None if outcome.cpu is None else round(outcome.cpu, 3), tests_expected=len(trusted),
         tests_reported=sum(reported.values()), output_bytes=outcome.output_bytes,
         output_tail=clean(outcome.output[-OUTPUT_KEPT:]) if reasons else "",
         leftovers=outcome.leftovers)
 
 
 def grade_pair(problem: manifest.Problem, sub: Submission, trusted: list[tuple[str, str]],
-               harness: runner.Harness, limits: runner.Limits, iso: str,
+               harness: Harness, limits: Limits, iso: str,
                uid: int | None, explore_seed: int | None = None) -> Entry:
     """Stage, run and judge one submission's file for ``problem``.  Raises only for the
     grader's own failures (``runner.run`` never raises for what learner code does)."""
     path = sub.files[problem.id]
-    source = sub.read(path)
+    try:
+        source, helpers = sub.read(path), sub.helpers(problem.id)
+    except OSError as exc:  # swapped or removed since discovery: the row says so
+        return Entry.placeholder(problem, "error", f"cannot be read any more ({exc.strerror})")
     display = path.name if path == sub.path or path in sub.extra_paths \
         else str(Path(sub.name) / path.relative_to(sub.path))
-    helpers = sub.helpers(problem.id)
-    with runner.Stage(harness, problem.module, source, uid, helpers=helpers) as stage:
+    with Stage(harness, problem.module, source, uid, helpers=helpers) as stage:
         outcome = runner.run(stage, pytest_command(problem, stage), limits, iso=iso, uid=uid,
                              explore_seed=explore_seed)
         if outcome.sandbox_error:

@@ -1,18 +1,21 @@
 """The report protocol between a graded run and the grader: one definition, both sides.
 
 The records are the report's own (``workbook.records``, the same the learner's check reads).
-The in-process reporter (``workbook.grading.sandbox.reporter``) takes each record the harness
-plugin emits, signs it and writes it down a pipe; the
-grader (``workbook.grading.sandbox.runner``) checks the signature and decodes it back, and
+The in-process reporter (``workbook.grading.sandbox.reporter``) hands each record the harness
+plugin emits to the judge (``workbook.grading.sandbox.judge``), which signs it, with pytest's
+own verdict on a test beside it, and writes it down a pipe; the
+grader (``workbook.grading.sandbox.channels``) checks the signature and decodes it back, and
 ``honest_order`` accepts the records only in the one order an honest run produces.
 
 What the signature is for, exactly: it tells the grader's report pipe apart from everything
-else a run can write to (stdout, stderr, any file descriptor it finds).  It does *not* stop
-code that runs inside the judged process and goes looking for the key — see the README's
+else a run can write to (stdout, stderr, any file descriptor it finds), and, since the key
+lives only in the judge's audit hook, it tells the judge's records apart from any the
+submission's code could make inside the process.  Raw memory is the rest — see the README's
 "What the report can and cannot prove".
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -49,37 +52,88 @@ def to_dict(record: Record) -> dict:
 
 # -- signing ------------------------------------------------------------------------------
 
-def sign(key: bytes, seq: int, body: str) -> str:
-    return hmac.new(key, f"{seq} {body}".encode(), hashlib.sha256).hexdigest()
+#: pytest's own verdict, signed beside a test record by the judge ("-" on other records).
+VERDICTS = ("-", "passed", "failed")
 
 
-def encode(key: bytes, seq: int, record: Record) -> bytes:
-    """One line ``MAC SEQ JSON`` (newline-framed on both sides, so junk before it is cut off)."""
+def body(record: Record) -> str:
+    """The record's JSON as it travels (text fields cut to their caps; one pipe write)."""
     data = to_dict(record)
-    body = json.dumps(data, separators=(",", ":"), ensure_ascii=True)
-    if len(body) > RECORD_MAX and data.get("output"):
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=True)
+    if len(text) > RECORD_MAX and data.get("output"):
         # The learner's printed output is what gives way (escaped, non-ASCII text grows
         # sixfold): the verdict's own fields travel whole.
         data["output"] = None
-        body = json.dumps(data, separators=(",", ":"), ensure_ascii=True)
-    if len(body) > RECORD_MAX:
-        body = json.dumps({"event": record.event, "oversize": True}, separators=(",", ":"))
-    return f"\n{sign(key, seq, body)} {seq} {body}\n".encode("ascii")
+        text = json.dumps(data, separators=(",", ":"), ensure_ascii=True)
+    if len(text) > RECORD_MAX:
+        text = json.dumps({"event": record.event, "oversize": True}, separators=(",", ":"))
+    return text
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """When a record left the run, as the judge signed it (its monotonic clock, which is the
+    machine's, and the process's CPU seconds), and when the grader read it and what the
+    whole run had used by then (its cgroup: None where none counts it)."""
+    clock: float
+    cpu: float
+    arrived: float = 0.0
+    run_cpu: float | None = None
+
+
+def sign(key: bytes, seq: int, verdict: str, text: str) -> str:
+    """HMAC-SHA256 of ``SEQ VERDICT CLOCK CPU BODY`` (``text``: all but the number; the
+    judge computes the same from two SHA-256 states, ``judge.install``)."""
+    return hmac.new(key, f"{seq} {verdict} {text}".encode(), hashlib.sha256).hexdigest()
+
+
+def encode(key: bytes, seq: int, record: Record, verdict: str = "-",
+           stamp: Stamp = Stamp(0.0, 0.0)) -> bytes:
+    """One line ``MAC SEQ VERDICT CLOCK CPU JSON`` (newline-framed on both sides, so junk
+    before it is cut off).  The judge writes these in a graded run; this is for the
+    selftest."""
+    text = f"{stamp.clock:.6f} {stamp.cpu:.6f} {body(record)}"
+    return f"\n{sign(key, seq, verdict, text)} {seq} {verdict} {text}\n".encode("ascii")
+
+
+def _clean(value: object) -> object:
+    """``value`` with every string made writable as UTF-8 (a lone surrogate, which a run can
+    put in an exception message, shown as its escape): nothing a run reports can stop the
+    gradebook or an export from being written."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if isinstance(value, dict):
+        return {_clean(k): _clean(v) for k, v in value.items()}
+    return value
 
 
 def decode(key: bytes, line: bytes) -> tuple[int, Record] | None:
     """``(seq, record)`` for a correctly signed line; None for anything else."""
+    found = read_line(key, line)
+    return None if found is None else found[:2]
+
+
+def read_line(key: bytes, line: bytes) -> tuple[int, Record, Stamp] | None:
+    """``(seq, record, stamp)`` for a correctly signed line; None for anything else.  A test
+    record's ``pytest_outcome`` is the signed verdict, whatever its JSON says."""
     try:
-        mac, seq_text, body = line.decode("ascii").strip().split(" ", 2)
+        mac, seq_text, verdict, text = line.decode("ascii").strip().split(" ", 3)
         seq = int(seq_text)
+        clock, cpu, json_text = text.split(" ", 2)
+        stamp = Stamp(float(clock), float(cpu))
     except (UnicodeDecodeError, ValueError):
         return None
-    if not hmac.compare_digest(mac, sign(key, seq, body)):
+    if verdict not in VERDICTS or not hmac.compare_digest(mac, sign(key, seq, verdict, text)):
         return None
     try:
-        return seq, from_dict(json.loads(body))
+        record = from_dict(_clean(json.loads(json_text)))
     except (ValueError, ProtocolError):
         return None
+    if isinstance(record, TestDone):
+        record = dataclasses.replace(record, pytest_outcome=None if verdict == "-" else verdict)
+    return seq, record, stamp
 
 
 # -- the order of an honest run -------------------------------------------------------------

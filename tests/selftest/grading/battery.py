@@ -24,6 +24,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.selftest.grading import attacks
 from workbook import ROOT, manifest, run, variants
 
 # -- sources --------------------------------------------------------------------------------
@@ -777,7 +778,32 @@ def _indent(text: str) -> str:
 
 
 #: Hostile kinds that need the per-slot uid to be graded as expected (not root: skipped).
-NEEDS_PRIVILEGE = {"kill_parent", "read_solutions", "read_elsewhere"}
+NEEDS_PRIVILEGE = {"kill_parent", "read_solutions", "read_elsewhere", "read_other_stages",
+                   "keyring_note"}
+
+# The second battery (``attacks``): each kind takes the problem and the context like the rest.
+HOSTILE.update({kind: (lambda make: lambda p, ctx: make(p))(make)
+                for kind, make in attacks.ATTACKS.items()})
+HELPERS.update(attacks.HELPERS)
+
+
+def kinds_for(problems: list[manifest.Problem], isolation: str,
+              wanted: list[str] | None = None,
+              selftest: bool = False) -> list[tuple[str, manifest.Problem]]:
+    """Each hostile kind with the problem it aims at: its own (``attacks.AIM``) if that one is
+    in the battery, else the next in turn; kinds that need root are left out without it, and
+    the full battery's own (``attacks.MEASURE_ONLY``) from the selftest's."""
+    by_id = {p.id: p for p in problems}
+    out = []
+    for kind in (wanted if wanted is not None else list(HOSTILE)):
+        if isolation == "none" and kind in NEEDS_PRIVILEGE \
+                or selftest and kind in attacks.MEASURE_ONLY:
+            continue
+        aim = attacks.AIM.get(kind)
+        if aim is not None and aim not in by_id:
+            continue
+        out.append((kind, by_id[aim] if aim else problems[len(out) % len(problems)]))
+    return out
 
 
 # -- the battery ----------------------------------------------------------------------------
@@ -853,10 +879,11 @@ def _hostile_expectation(kind: str, p: manifest.Problem) -> dict:
         "replace_tests": zero_error("tampered"),
         "hide_descriptors": zero_error("tampered"),
         "raise_thresholds": zero_error("tampered"),
-        # Documented in the README as what the report cannot prove: a perfect forged run.
-        # It needs gc.get_objects, which the audit hook refuses.
+        # Once the limit of an in-process report (the key two attribute hops away): now the
+        # reporter holds no key, no counter and no snapshot, and a record sent from the
+        # submission's code is refused.  The first also needs gc.get_objects (refused).
         "forge_with_the_reporter": zero_error("import error", "tampered"),
-        "forge_via_reporter_fields": _full(p),
+        "forge_via_reporter_fields": zero_error("import error", "tampered"),
         "read_elsewhere": {"status": "ok", "score": 0},
         "spoof_own_failure": zero_error("incomplete"),
         "leave_a_note": _full(p),
@@ -865,11 +892,12 @@ def _hostile_expectation(kind: str, p: manifest.Problem) -> dict:
         "ctypes_constant": zero_error("tampered"),
         "gc_objects": zero_error("tampered"),
         "frames_and_code": zero_error("tampered"),
-    }[kind]
+    }.get(kind) or attacks.expect(kind, p)
 
 
 def build(root: Path, problems: list[manifest.Problem], *, count: int | None = None,
-          hostile: list[str] | None = None, isolation: str = "namespaces") -> Battery:
+          hostile: list[str] | None = None, isolation: str = "namespaces",
+          selftest: bool = False) -> Battery:
     """Write the submissions under ``root/submissions`` and return their expectations.
 
     Fixed part: every problem's reference, skeleton, alternates, a nested layout, a lone
@@ -916,16 +944,17 @@ def build(root: Path, problems: list[manifest.Problem], *, count: int | None = N
             name = f"alt-{p.id}-{stem}"
             _write(subs / name, p, self_contained(path))
             add(name, {p.id: _full(p)})
-    kinds = [k for k in (hostile if hostile is not None else HOSTILE)
-             if isolation != "none" or k not in NEEDS_PRIVILEGE]
-    for i, kind in enumerate(kinds):
-        p = problems[i % len(problems)]
+    for kind, p in kinds_for(problems, isolation, hostile, selftest):
         name = f"hostile-{kind.replace('_', '-')}"
         _write(subs / name, p, HOSTILE[kind](p, ctx))
         for rel, source in HELPERS.get(kind, {}).items():
             (subs / name / rel).parent.mkdir(parents=True, exist_ok=True)
             (subs / name / rel).write_text(source, "utf-8")
         add(name, {p.id: _hostile_expectation(kind, p)})
+    if hostile is None and not selftest:  # names no file system should make trouble of
+        for name in attacks.NAMES.values():
+            _write(subs / name, first, skeleton(first))
+            add(name, {first.id: {"status": "ok", "score": 0}})
     mixed = max(0, (count or 0) - len(exp))
     for k in range(mixed):
         name = f"mixed-{k + 1:02d}"
@@ -1019,12 +1048,31 @@ def mismatches(doc: dict, battery: Battery, problems: list[manifest.Problem]) ->
     return found
 
 
+#: Run as a uid: how many keys its user and user-session keyrings hold (KEYCTL_READ gives 4
+#: bytes a key; the keyrings themselves stay once made, the session one linking the user's).
+_KEYS_HELD = """
+import ctypes, os, sys
+uid = int(sys.argv[1])
+os.setgid(uid)
+os.setuid(uid)
+libc = ctypes.CDLL(None, use_errno=True)
+held = [max(0, libc.syscall(250, 11, ring, None, 0)) // 4 for ring in (-4, -5)]
+print(held[0] + max(0, held[1] - 1))
+"""
+
+
 def notes_left(marker: str, uids: list[int]) -> list[str]:
-    """What ``leave_a_note`` left where another run could find it: files named with the
-    marker in the shared lock and memory folders, System V IPC objects the sandbox uids
-    made."""
+    """What ``leave_a_note`` and ``keyring_note`` left where another run could find it:
+    files named with the marker in the shared lock and memory folders, System V IPC objects
+    the sandbox uids made, keys in the sandbox uids' kernel keyrings."""
     found = [str(path) for folder in ("/run/lock", "/var/lock", "/dev/shm")
              for path in Path(folder).glob(f"{marker}-note")]
+    for uid in uids if os.geteuid() == 0 else []:
+        keys = subprocess.run(  # as that uid: how many keys its keyrings hold
+            [sys.executable, "-I", "-S", "-c", _KEYS_HELD, str(uid)], capture_output=True,
+            text=True, timeout=30).stdout.strip()
+        if keys not in ("", "0"):
+            found.append(f"{keys} key(s) in the kernel keyrings of uid {uid}")
     for kind in ("-q", "-m"):
         try:
             out = subprocess.run(["ipcs", kind, "-c"], capture_output=True, text=True,

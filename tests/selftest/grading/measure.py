@@ -32,7 +32,8 @@ from pathlib import Path
 
 from tests.selftest.grading import battery
 from workbook import ROOT, manifest, run, variants
-from workbook.grading.sandbox import runner as sandbox
+from workbook.grading.sandbox.isolation import detect
+from workbook.grading.sandbox.procs import processes_of
 
 
 def _finished(state: Path) -> dict[tuple[str, str], str]:
@@ -55,7 +56,7 @@ def _sandbox_processes(state: Path) -> list[int]:
         uids = json.loads(state.read_text())["sandbox_uids"]
     except (OSError, ValueError, KeyError):
         return []
-    return [pid for uid in uids for pid in sandbox.processes_of(uid)]
+    return [pid for uid in uids for pid in processes_of(uid)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,7 +84,7 @@ def _main(argv: list[str] | None, markers: list[str]) -> int:
     args = parser.parse_args(argv)
     out = args.out or Path(tempfile.mkdtemp(prefix="workbook-battery-"))
     problems = list(manifest.problems().values())
-    iso = sandbox.detect([p.solution_file for p in problems])
+    iso = detect([p.solution_file for p in problems])
     bat = battery.build(out, problems, count=args.count, isolation=iso,
                         hostile=[] if args.mix == "typical" else None)
     markers.append(bat.marker)
@@ -194,12 +195,17 @@ def _clean_run(args, bat, out: Path, problems, pairs: int, submitted: int,
     wrong = battery.mismatches(doc, bat, problems)
     runs = [e["seconds"] for r in doc["rows"].values() for e in r["problems"].values()
             if e.get("seconds")]
+    inside = sum(e.get("cpu") or 0 for r in doc["rows"].values() for e in r["problems"].values())
+    outside = [e["reason"] for r in doc["rows"].values() for e in r["problems"].values()
+               if "outside view" in str(e.get("reason"))]
     print(f"clean run (--fresh, --jobs {args.jobs}, mix {args.mix}): {pairs} pairs, "
           f"{len(runs)} runs in {seconds:.0f} s → {len(runs) / seconds * 60:.1f} runs/min "
           f"({pairs / seconds * 60:.1f} pairs/min); mean run {sum(runs) / len(runs):.2f} s; "
-          f"CPU {cpu:.0f} s in all, {cpu / len(runs):.2f} s a run; "
-          f"{len(wrong)} mismatches; exit {clean.returncode}; load {_load()}")
-    return doc, failures + [f"clean run: {m}" for m in wrong]
+          f"CPU {cpu:.0f} s outside the runs' namespaces, {inside:.0f} s in the runs' "
+          f"cgroups ({inside / len(runs):.2f} s a run); {len(wrong)} mismatches; "
+          f"{len(outside)} outside-view verdicts; exit {clean.returncode}; load {_load()}")
+    return doc, failures + [f"clean run: {m}" for m in wrong] + [
+        f"clean run: the outside view: {reason}" for reason in outside]
 
 
 def _children_cpu() -> float:

@@ -13,7 +13,9 @@ submission is imported; an audit hook cannot be removed.  What is refused, and t
   ``addressof``, ``string_at``;
 - swapping a function's code (``__code__``) or, on a function that is not the submission's own,
   its defaults;
-- code compiled under the file name of the harness or the library (it would pass for theirs).
+- code compiled under the file name of the harness or the library (it would pass for theirs);
+- a process's raw memory through ``/proc`` (opening a file named ``mem``, or making a link to
+  one: ``/proc/self/mem`` is ``ctypes`` without ``ctypes``).
 
 "Outside the harness" is decided by the file of the code that asked: the staged harness and
 its tests, Python's library and the installed packages are trusted; the submission's files
@@ -24,8 +26,10 @@ from a signal handler that may interrupt the submission: both fine); for the res
 correct solution has no business even indirectly, the nearest frame that is not library
 code decides.
 
-Each refusal raises ``RuntimeError`` in the code that asked and is remembered: the reporter
-turns the first ones into a ``tampered`` record.
+Each refusal raises ``RuntimeError`` in the code that asked and is remembered: the judge
+(``judge``) turns the first ones into a ``tampered`` record.  ``install`` hands its file
+classifier and its refusals to ``launch``, which passes them to the judge and keeps no
+reference: no Python object of the run leads back to either.
 """
 from __future__ import annotations
 
@@ -44,7 +48,7 @@ _INDIRECT = frozenset({
     "gc.get_objects", "gc.get_referrers", "gc.get_referents",
     "ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.cdata",
     "ctypes.cdata/buffer", "ctypes.addressof", "ctypes.string_at", "ctypes.wstring_at",
-    "ctypes.call_function",
+    "ctypes.call_function", "open", "os.symlink",
 })
 #: Events refused when the direct caller is not trusted.
 #: (``sys.settrace``/``setprofile`` too: CPython raises them itself, from wherever the thread
@@ -60,7 +64,7 @@ _RAW_MODULES = frozenset({"ctypes", "_ctypes"})
 KEPT = 16
 
 
-def _library() -> tuple[str, ...]:
+def library_prefixes() -> tuple[str, ...]:
     paths = {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib",
                                                      "platlib")}
     paths |= {os.path.realpath(p) for p in paths}
@@ -68,15 +72,24 @@ def _library() -> tuple[str, ...]:
 
 
 def install(stage: str = _STAGE):
-    """Install the hook; returns ``refusals()``, the list of what was refused (call it once:
-    the reporter keeps it, nothing else can find it)."""
-    library = _library()
+    """Install the hook; returns ``(classify, refusals)``: the kind of a file name, and what
+    was refused so far (for the judge).
+
+    The hook calls nothing the submission could have replaced: every builtin and function it
+    uses is bound here, before any of its code exists, and every argument is checked to be a
+    plain ``str`` (or ``bytes``, ``int``) before it is hashed or compared -- a subclass could
+    run its own code in here, and from here reach the hook's frame."""
+    library = library_prefixes()
     harness = tuple(os.path.join(stage, d) + os.sep for d in ("workbook", "tests"))
-    trusted_files: dict[str, bool] = {}
+    trusted_files: dict[str, str] = {}
     refused: list[str] = []
     getframe = sys._getframe
     gettrace, getprofile = sys.gettrace, sys.getprofile
     modules = sys.modules
+    type_, len_, tuple_, str_, bytes_, int_ = type, len, tuple, str, bytes, int
+    refusal = RuntimeError
+    from types import FunctionType, MethodType
+    from _thread import get_ident
 
     def kind(filename: str) -> str:
         """"harness", "library" or "foreign" (the submission, or code without a file)."""
@@ -87,6 +100,8 @@ def install(stage: str = _STAGE):
         return "foreign"
 
     def kind_of(filename: str) -> str:
+        if type_(filename) is not str_:  # a str subclass could run code of its own in here
+            return "foreign"
         found = trusted_files.get(filename)
         if found is None:
             found = trusted_files[filename] = kind(filename)
@@ -101,27 +116,49 @@ def install(stage: str = _STAGE):
             frame = frame.f_back
         return "library"
 
+    def names_memory(path: object) -> bool:
+        """Whether ``path`` (a str or bytes: nothing else is looked at) names a file ``mem``."""
+        if type_(path) is bytes_:
+            return path.rstrip(b"/").rsplit(b"/", 1)[-1] == b"mem"
+        return type_(path) is str_ and path.rstrip("/").rsplit("/", 1)[-1] == "mem"
+
+    def code_of(function) -> object:
+        """A plain function's (or method's) code; None for anything else."""
+        if type_(function) is MethodType:
+            function = function.__func__
+        return function.__code__ if type_(function) is FunctionType else None
+
     def refuse(event: str, frame) -> None:
-        where = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
-        if len(refused) < KEPT:
-            refused.append(f"{event} refused to {os.path.basename(where)}")
-        raise RuntimeError(f"workbook sandbox: {event} is not available to a submission")
+        where = "?"
+        if frame is not None:
+            filename = frame.f_code.co_filename
+            if type_(filename) is str_:
+                where = f"{filename.rsplit('/', 1)[-1]}:{frame.f_lineno}"
+        if len_(refused) < KEPT:
+            refused.append(f"{event} refused to {where}")
+        raise refusal(f"workbook sandbox: {event} is not available to a submission")
 
     busy: set[int] = set()  # threads inside the hook (its own _getframe calls)
-    from _thread import get_ident
 
     def hook(event: str, args: tuple) -> None:
         indirect = event in _INDIRECT
         if not indirect and event not in _DIRECT:
             return
-        if event == "object.__getattr__":
-            if args[1] not in _FRAME_ATTRIBUTES:
-                return
-        elif event == "object.__setattr__":
-            if args[1] not in _FUNCTION_ATTRIBUTES:
+        first = args[0] if len_(args) > 0 else None
+        if event in ("object.__getattr__", "object.__setattr__"):
+            name = args[1]
+            if type_(name) is not str_ or name not in (
+                    _FRAME_ATTRIBUTES if event == "object.__getattr__"
+                    else _FUNCTION_ATTRIBUTES):
                 return
         elif event == "import":
-            if args[0] not in _RAW_MODULES or args[0] in modules:
+            if type_(first) is str_ and (first not in _RAW_MODULES or first in modules):
+                return
+        elif event == "open":
+            if type_(first) in (str_, bytes_, int_) and not names_memory(first):
+                return
+        elif event == "os.symlink":
+            if not names_memory(first):
                 return
         ident = get_ident()
         if ident in busy:
@@ -130,14 +167,17 @@ def install(stage: str = _STAGE):
         try:
             caller = getframe(1)  # the Python code that raised the event
             if event == "import":  # through importlib's frozen frames
-                while caller is not None and caller.f_code.co_filename.startswith("<frozen "):
+                while caller is not None and kind_of(caller.f_code.co_filename) == "library" \
+                        and caller.f_code.co_filename.startswith("<frozen "):
                     caller = caller.f_back
             if event in ("compile", "code.__new__"):
-                filename = args[1] if event == "compile" else args[1]
-                if not isinstance(filename, str) or kind_of(filename) == "foreign":
-                    return
+                name = args[1]
+                if type_(name) is bytes_:
+                    name = name.decode("utf-8", "surrogateescape")
+                if type_(name) is str_ and kind_of(name) == "foreign":
+                    return  # code under a name of its own: the submission's, as it says
             if event == "object.__setattr__" and args[1] != "__code__":
-                code = getattr(args[0], "__code__", None)  # the submission's own defaults
+                code = code_of(first)  # the submission's own defaults
                 if code is not None and kind_of(code.co_filename) == "foreign":
                     return
             if indirect:
@@ -149,16 +189,17 @@ def install(stage: str = _STAGE):
                 # whatever frame runs then (the harness's profile hooks raise on purpose,
                 # inside the submission's waits): a change to a hook the harness or the
                 # library installed in this thread is theirs to make.
-                current = (gettrace if event == "sys.settrace" else getprofile)()
-                code = getattr(getattr(current, "__func__", current), "__code__", None)
+                code = code_of((gettrace if event == "sys.settrace" else getprofile)())
                 if code is not None and kind_of(code.co_filename) != "foreign":
                     verdict = "harness"
             if verdict == "library" and event in ("sys.settrace", "sys.setprofile") \
-                    and caller.f_globals.get("__name__") == "threading":
+                    and caller.f_code.co_filename == threading_file:
                 # A thread starting with threading.settrace's function: whose is it?
-                installed = caller.f_globals.get("_trace_hook" if event == "sys.settrace"
-                                                 else "_profile_hook")
-                code = getattr(installed, "__code__", None)
+                for key in threading_globals:  # plain names only, before looking one up
+                    if type_(key) is not str_:
+                        refuse(event, caller)
+                code = code_of(threading_globals.get(
+                    "_trace_hook" if event == "sys.settrace" else "_profile_hook"))
                 if code is not None:
                     verdict = kind_of(code.co_filename)
             if verdict == "foreign":
@@ -166,5 +207,7 @@ def install(stage: str = _STAGE):
         finally:
             busy.discard(ident)
 
+    import threading
+    threading_file, threading_globals = threading.__file__, vars(threading)
     sys.addaudithook(hook)
-    return lambda: tuple(refused)
+    return kind_of, lambda: tuple_(refused)

@@ -1,96 +1,43 @@
 """The in-process reporter: a pytest plugin loaded into every graded run (``-p`` this module).
 
-Before the harness plugin imports the learner file it takes the per-run key from its pipe and
-routes every harness record through ``workbook.plugin.set_report_sink`` into signed protocol
-lines; with the harness's "start" record (sent just before the import) it takes a snapshot of
-everything the verdict depends on (``GUARDED``).  After the import, with every test result
-and at the end, the snapshot is compared again: a builtin, a clock, a pytest runner or report
-class, a JSON encoder or a harness function that is no longer the object it was makes the run
-``tampered`` from that record on.
+It holds nothing worth stealing.  Every record the harness plugin makes (through
+``workbook.plugin.set_report_sink``) goes, as JSON, to the judge's audit hook (``judge``),
+which signs and sends it; so does pytest's own verdict on each failed test.  With the
+harness's "start" record (sent just before the learner file is imported) it has the judge
+take its snapshot of what the verdict depends on (``GUARDED``, the harness and the
+acceptance set, and every module the judging code imports), and from then on the
+submission's folder serves the submission's own imports (``SubmissionFinder``).
 """
 from __future__ import annotations
 
-import dataclasses
-import functools
 import importlib
-import itertools
-import marshal
+import importlib.machinery
 import os
 import sys
-import threading
 from pathlib import Path
-from types import CodeType, FunctionType
 
 import pytest
 
 from workbook.grading import protocol
-from workbook.testkit import is_submission_code
 
 #: Modules whose functions and classes (and the classes' methods) the verdict relies on:
 #: the builtins every module calls, the clocks and the operating system's views the tests
 #: measure with (threads, descriptors, sockets, signals), pytest's path from a test call to
-#: its report, the making, serialisation and signing of records, and the harness itself.
+#: its report, the making and serialisation of records, and the harness itself.
 GUARDED = (
     "builtins", "time", "os", "threading", "socket", "signal", "gc",
-    "json", "json.encoder", "dataclasses", "hmac", "asyncio.base_events", "selectors",
+    "json", "json.encoder", "dataclasses", "asyncio.base_events", "selectors",
     "_pytest.runner", "_pytest.reports", "_pytest.python", "_pytest.main", "_pytest.outcomes",
     "pluggy._callers", "pluggy._hooks",
     "workbook.plugin", "workbook.testkit", "workbook.records", "workbook.grading.protocol",
-    "workbook.grading.sandbox.guard", __name__,
+    "workbook.grading.sandbox.guard", "workbook.grading.sandbox.judge", __name__,
 )
-#: Names in them that pytest itself rebinds during a run (its thread-exception plugin).
-REBOUND = frozenset({"threading.excepthook"})
-#: The kinds of constants guarded in the harness's and the acceptance set's modules.
-CONSTANTS = (int, float, str, bytes, tuple, frozenset)
-
-
 #: The staged copy: ``workbook/`` and the problem's ``tests/`` beside each other.
 _STAGE = Path(__file__).resolve().parents[3]
 #: The submission's folder in the stage (the learner file and its helper modules).
 _SUBMISSION = str(_STAGE / "submission")
-#: Most names a ``Tampered`` record lists: a record must fit one pipe write.
-_NAMES_SHOWN = 8
-
-
-def _places(guarded: tuple[str, ...], modules=sys.modules, vars=vars, list=list,
-            isinstance=isinstance, callable=callable, getattr=getattr):
-    """Where each guarded object lives, as ``(label, lookup, key, object)`` with
-    ``lookup(key) is object`` until something replaces it: each guarded module in
-    ``sys.modules``, its callables and classes, each class's own callables, the code and
-    defaults of every function among them, and in the harness's and the acceptance set's
-    modules their constants too (a threshold raised is a test weakened).  (The objects
-    themselves, not their ids: a replaced one cannot be freed and its id reused.)  The
-    builtins used here are bound when this module is imported, before any learner code, and
-    so are the lookups: a submission that replaces ``builtins.vars`` cannot make the check
-    look away."""
-    def place(label: str, lookup, key: str, value: object):
-        yield label, lookup, key, value
-        if isinstance(value, FunctionType):
-            attribute = functools.partial(getattr, value)
-            yield f"{label}.__code__", attribute, "__code__", value.__code__
-            yield f"{label}.__defaults__", attribute, "__defaults__", value.__defaults__
-
-    def kept(value: object, harness: bool) -> bool:
-        return callable(value) or isinstance(value, (property, staticmethod, classmethod)) \
-            or harness and isinstance(value, CONSTANTS)
-
-    for module_name in guarded:
-        module = modules.get(module_name)
-        if module is None:
-            continue
-        yield module_name, modules.get, module_name, module
-        harness = module_name.startswith(("workbook.", "tests."))
-        namespace = vars(module)
-        for name, value in list(namespace.items()):
-            label = f"{module_name}.{name}"
-            if label in REBOUND or not kept(value, harness):
-                continue
-            yield from place(label, namespace.get, name, value)
-            if isinstance(value, type):
-                members = vars(value)
-                for attr, member in list(members.items()):
-                    if kept(member, harness):
-                        yield from place(f"{label}.{attr}", members.get, attr, member)
+#: The stage's list of the modules the judging code imports (``stage.judging_imports``).
+IMPORTS = _STAGE / "judging-imports.txt"
 
 
 def _kit_modules(modules=sys.modules) -> tuple[str, ...]:
@@ -116,150 +63,116 @@ def _harness_modules(tests: Path = _STAGE / "tests") -> tuple[str, ...]:
     return tuple(names)
 
 
-def _hooks(plugins: pytest.PytestPluginManager) -> dict[str, object]:
-    """``hook NAME PLUGIN -> function`` for every hook implementation pytest would call."""
-    return {f"hook {name} {impl.plugin_name}": impl.function
-            for name, caller in list(vars(plugins.hook).items())
-            for impl in getattr(caller, "get_hookimpls", list)()}
-
-
-def _trusted(function: object) -> bool:
-    """Code from a file of the harness, its tests, Python's library or an installed package
-    (pytest, pluggy, pytest-timeout): neither the submission's nor file-less (``<string>``)."""
-    code = getattr(function, "__code__", None)
-    return code is not None and not code.co_filename.startswith("<") \
-        and not is_submission_code(code.co_filename)
-
-
-def _dumped(dumps, value: object) -> bytes | None:
-    """``value`` marshalled without back-references (version 2: the bytes do not depend on
-    reference counts)."""
+def _library_modules(listing: Path = IMPORTS) -> tuple[str, ...]:
+    """The library modules the judging code imports, anywhere in it (also inside a function,
+    at test time: ``multiprocessing.queues`` in P03's no-ready-made check), imported now, so
+    that a submission cannot import one first and replace what the test will look up."""
     try:
-        return dumps(value, 2)
-    except ValueError:  # replaced by something marshal cannot write (also noticed by identity)
-        return None
+        names = listing.read_text().split()
+    except OSError:
+        return ()
+    found = []
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - not on this system (termios on others): not used
+            continue
+        found.append(name)
+    return tuple(found)
 
 
-class Snapshot:
-    """Everything the verdict depends on, as it was before the learner file was imported."""
+class SubmissionFinder:
+    """The submission's helper modules, found for the submission's own imports only.
 
-    def __init__(self, guarded: tuple[str, ...], plugins: pytest.PytestPluginManager,
-                 refusals=tuple) -> None:
-        self.plugins = plugins
-        self.places = list(_places(guarded))
-        self.hooks = _hooks(plugins)
-        self.refusals = refusals  # what the audit hook refused so far (``guard``)
-        # The harness's constants and code by value too: an object rewritten in place
-        # (through raw memory) is still the same object.
-        self.values = []
-        for label, lookup, key, value in self.places:
-            if label.startswith(("workbook.", "tests.")) and isinstance(value, (*CONSTANTS,
-                                                                                CodeType)):
-                try:
-                    self.values.append((label, lookup, key, marshal.dumps(value, 2)))
-                except ValueError:  # holds something marshal cannot write: identity only
-                    pass
+    Last on ``sys.meta_path`` from the learner import on (so a helper named like a module of
+    the standard library or the harness never replaces it), and it answers only when the
+    nearest code asking that is not Python's library is the submission's: a module the
+    library or the harness looks for and does not find (``_winapi``, ``msvcrt``) stays not
+    found, as on any other machine, instead of running the submission's code in their
+    place."""
 
-    def changed(self, tuple=tuple, dumps=marshal.dumps) -> tuple[str, ...]:  # noqa: A002
-        """What no longer holds the same object, and the hook implementations added since
-        from code outside the harness and Python's library (a plugin the submission
-        registers can rewrite every report without replacing anything).  Runs after every
-        test: it walks the places, building nothing."""
-        hooks = _hooks(self.plugins)
-        return tuple(list(self.refusals())
-                     + [label for label, lookup, key, was in self.places if lookup(key) is not was]
-                     + [f"{label} (in place)" for label, lookup, key, data in self.values
-                        if _dumped(dumps, lookup(key)) != data]
-                     + [name for name, was in self.hooks.items() if hooks.get(name) is not was]
-                     + [name for name, function in hooks.items()
-                        if name not in self.hooks and not _trusted(function)])
+    def __init__(self, folder: str) -> None:
+        from workbook.grading.sandbox.guard import library_prefixes
+        self.finder = importlib.machinery.FileFinder(
+            folder, (importlib.machinery.SourceFileLoader,
+                     importlib.machinery.SOURCE_SUFFIXES))
+        self.library = library_prefixes() + ("<frozen ",)
+        self.harness = (str(_STAGE / "workbook") + "/", str(_STAGE / "tests") + "/")
+
+    def _asked_by_submission(self) -> bool:
+        frame = sys._getframe(2)
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if not (type(filename) is str and filename.startswith(self.library)):
+                return not (type(filename) is str and filename.startswith(self.harness))
+            frame = frame.f_back
+        return False
+
+    def find_spec(self, name, path=None, target=None):
+        if path is not None or not self._asked_by_submission():
+            return None
+        return self.finder.find_spec(name, target)
+
+    def invalidate_caches(self) -> None:
+        self.finder.invalidate_caches()
 
 
 class Reporter:
-    """Signs and sends records on the report pipe; pytest's own outcomes ride along."""
+    """Hands each record to the judge; takes the snapshot with the harness's start record."""
 
-    def __init__(self, fd: int, key: bytes, plugins: pytest.PytestPluginManager,
-                 guarded: tuple[str, ...], refusals=tuple) -> None:
-        self.plugins, self.guarded, self.refusals = plugins, guarded, refusals
-        self.snapshot: Snapshot | None = None  # taken just before the learner import
-        lock = threading.Lock()  # guards the sequence counter and the pipe write
-        counter = itertools.count()
-        self.pytest_failed: set[str] = set()  # node ids pytest itself saw fail
-
-        def send(record: protocol.Record) -> None:
-            with lock:
-                line = protocol.encode(key, next(counter), record)
-                try:
-                    os.write(fd, line)  # one write: atomic, never interleaved with another
-                except OSError:
-                    pass  # the learner closed the pipe: what follows is lost (incomplete)
-
-        self.send = send
+    def __init__(self, plugins: pytest.PytestPluginManager, guarded: tuple[str, ...],
+                 shallow: tuple[str, ...]) -> None:
+        self.plugins, self.guarded, self.shallow = plugins, guarded, shallow
 
     def emit(self, record: protocol.Record) -> None:
         """The harness plugin's record sink."""
-        # Records are told apart by their event names, not by isinstance: a submission that
-        # replaced builtins.isinstance must not be able to skip the comparison below.
         if record.event == "collected":  # the grader has its own list: send the count
             record = protocol.Collected(record.count)
         if record.event == "start":  # the last record before the learner import
-            self.snapshot = Snapshot(self.guarded, self.plugins, self.refusals)
-            # The submission's folder, for its helper modules: on sys.path (last) from the
-            # learner import on, never before: nothing of the submission can run before
-            # the guard and this snapshot.  (It stays: a helper imported lazily, inside a
-            # function, is the submission's own code running anyway.)
-            sys.path.append(_SUBMISSION)
-        if record.event == "test":
-            verdict = "failed" if record.nodeid in self.pytest_failed else "passed"
-            record = dataclasses.replace(record, pytest_outcome=verdict)
-        if record.event in ("collected", "test", "end") and self.snapshot is not None:
-            changed = self.snapshot.changed()
-            if changed:
-                more = len(changed) - _NAMES_SHOWN
-                self.send(protocol.Tampered(
-                    changed[:_NAMES_SHOWN] + ((f"and {more} more",) if more > 0 else ())))
-        self.send(record)
+            sys.audit("workbook.snapshot", self.guarded, self.plugins, self.shallow)
+            sys.meta_path.append(SubmissionFinder(_SUBMISSION))
+        _send(record)
 
 
-_REPORTER: list[Reporter] = []
+def _send(record: protocol.Record) -> None:
+    """One record to the judge, which signs and sends it."""
+    nodeid = getattr(record, "nodeid", None)
+    sys.audit("workbook.report", record.event, protocol.body(record),
+              nodeid if type(nodeid) is str else None)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config) -> None:
-    """Before the harness plugin imports the learner file: take the key, arm the pipe."""
-    if "WORKBOOK_REPORT_FD" not in os.environ:
+    """Before the harness plugin imports the learner file: arm the record sink."""
+    if os.environ.pop("WORKBOOK_JUDGE", None) != "armed":  # launched without a judge
         return
-    fd = int(os.environ.pop("WORKBOOK_REPORT_FD"))
-    key_fd = int(os.environ.pop("WORKBOOK_KEY_FD"))
-    key = os.read(key_fd, 32)  # written whole before this process started
-    os.close(key_fd)
-    os.set_inheritable(fd, False)
     import workbook.plugin
     import workbook.records  # noqa: F401 - in the snapshot before learner code runs
     import workbook.testkit  # noqa: F401
-    from workbook.grading.sandbox import guard
-    refusals = getattr(guard, "refusals", None) or tuple  # installed by launch.py
-    if hasattr(guard, "refusals"):
-        del guard.refusals  # the reporter's alone from now on
-    reporter = Reporter(fd, key, config.pluginmanager,
-                        GUARDED + _kit_modules() + _harness_modules(), refusals)
-    del key
+    shallow = _library_modules()
+    reporter = Reporter(config.pluginmanager, GUARDED + _kit_modules() + _harness_modules(),
+                        tuple(name for name in shallow if name not in GUARDED))
     workbook.plugin.set_report_sink(reporter.emit)
-    _REPORTER.append(reporter)
+    config.stash[_ARMED] = True
+
+
+_ARMED = pytest.StashKey[bool]()
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session) -> None:
-    """The collected tests in run order, one record each (the grader compares them)."""
-    if not _REPORTER:
+    """The collected tests in run order, one record each (the grader compares them), and
+    the function each will call, into the snapshot."""
+    if not session.config.stash.get(_ARMED, False):
         return
+    sys.audit("workbook.items", tuple((item.nodeid, item) for item in session.items))
     for item in session.items:
         marker = item.get_closest_marker("checkpoint")
-        _REPORTER[0].send(protocol.Item(item.nodeid, marker.args[0] if marker else None))
+        _send(protocol.Item(item.nodeid, marker.args[0] if marker else None))
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_logreport(report) -> None:
-    """pytest's own verdict, to compare with the harness's record of the same test."""
-    if _REPORTER and (report.failed or (report.skipped and report.when != "teardown")):
-        _REPORTER[0].pytest_failed.add(report.nodeid)
+    """pytest's own verdict, which the judge signs beside the harness's record."""
+    if report.failed or (report.skipped and report.when != "teardown"):
+        sys.audit("workbook.verdict", report.nodeid)

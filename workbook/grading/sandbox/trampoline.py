@@ -28,7 +28,13 @@ MNT_DETACH = 2
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(os.uname().machine, 155)
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 0x4000, 1 << 18
-PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 1, 38, 22, 2
+#: System calls refused to every process of a run (EPERM), as ``(audit arch, numbers)``: the
+#: kernel keyrings (``add_key``, ``request_key``, ``keyctl``), which no namespace separates
+#: (a note in the uid's keyring would wait for the next run under that uid), and another
+#: process's memory (``ptrace``, ``process_vm_readv``/``writev``).  A solution needs none.
+REFUSED_CALLS = {"x86_64": (0xC000003E, (248, 249, 250, 101, 310, 311)),
+                 "aarch64": (0xC00000B7, (217, 218, 219, 117, 270, 271))}
 
 
 def _libc():
@@ -52,9 +58,12 @@ def _mount(libc, source, target, fstype, flags, data=None) -> None:
                 f"mount {target}")
 
 
-def _die_with_parent(libc) -> None:
-    """SIGKILL this process when its parent goes (a grader killed mid-batch leaves nothing)."""
-    parent = os.getppid()
+def _die_with_parent(libc, parent: int | None = None) -> None:
+    """SIGKILL this process when its parent goes (a grader killed mid-batch leaves nothing).
+    ``parent``: the pid it must have (the grader's, from the config): read here instead, it
+    would already be init's if the grader died before this process got this far, and the
+    run would live on."""
+    parent = os.getppid() if parent is None else parent
     _syscall_ok(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
     if os.getppid() != parent:  # the parent died before prctl took effect
         os._exit(137)
@@ -141,6 +150,7 @@ def _become_learner(libc, config: dict) -> None:
         os.setresuid(config["uid"], config["uid"], config["uid"])
     _syscall_ok(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl")
     _die_with_parent(libc)  # after setuid: a change of credentials clears it
+    _refuse_calls(libc)
     for name, (soft, hard) in config["limits"].items():  # "RLIMIT_CPU": [soft, hard], ...
         resource.setrlimit(getattr(resource, name), (soft, hard))
     # Past the file-size limit a write fails with EFBIG instead of killing the process.
@@ -149,6 +159,28 @@ def _become_learner(libc, config: dict) -> None:
     if config.get("status_fd") is not None:  # the run never holds the failure channel
         os.set_inheritable(config["status_fd"], False)
     os.execve(argv[0], argv, os.environ)
+
+
+def _refuse_calls(libc) -> None:
+    """A seccomp filter: ``REFUSED_CALLS`` answer EPERM; so does every call of another
+    architecture's numbering (i386 or x32 on x86_64), which would name other calls."""
+    import struct
+    arch, calls = REFUSED_CALLS.get(os.uname().machine, REFUSED_CALLS["x86_64"])
+    load, jump_eq, jump_ge, ret = 0x20, 0x15, 0x35, 0x06
+    allow, refuse = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO|EPERM
+    program = [(load, 0, 0, 4)]  # the architecture
+    program.append((jump_eq, 1, 0, arch))
+    program.append((ret, 0, 0, refuse))
+    program.append((load, 0, 0, 0))  # the call's number
+    last = len(calls) + 1  # from the next instruction: the "refuse" at the end
+    program.append((jump_ge, last, 0, 0x40000000))  # x32's numbering
+    for i, call in enumerate(calls):
+        program.append((jump_eq, last - 1 - i, 0, call))
+    program += [(ret, 0, 0, allow), (ret, 0, 0, refuse)]
+    code = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *i) for i in program))
+    fprog = ctypes.create_string_buffer(struct.pack("HL", len(program), ctypes.addressof(code)))
+    _syscall_ok(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0),
+                "seccomp")
 
 
 def _exit_like(status: int) -> None:
@@ -167,7 +199,7 @@ def _join_cgroups(config: dict) -> None:
 
 def trampoline(config: dict) -> None:
     libc = _libc()
-    _die_with_parent(libc)
+    _die_with_parent(libc, None if config["mode"] == "inner" else config.get("parent"))
     if config["mode"] == "inner":  # inside bubblewrap: its namespaces and root are made
         _become_learner(libc, config)
     _join_cgroups(config)

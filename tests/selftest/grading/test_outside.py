@@ -1,0 +1,135 @@
+"""The judge inside the run (its signature, its refusals) and the grader's outside view of a
+run, compared with what the run reported: each impossibility named, an honest run passing
+whole.  No sandbox: the judge runs in a child Python of its own, the rest on hand-made
+stamps."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from workbook import ROOT, manifest
+from workbook.grading import judging, protocol
+from workbook.grading.sandbox import outside, runner
+from workbook.grading.sandbox.limits import Limits
+
+P01 = manifest.get("p01")
+KEY = b"k" * 32
+
+# A child Python: the judge armed with a classifier that calls one file (learner.py) the
+# submission's and every other the harness's, then asked for records from each.
+_JUDGE = r'''
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+from workbook.grading.sandbox import judge
+report_r, report_w = os.pipe()
+key_r, key_w = os.pipe()
+os.write(key_w, b"k" * 32)
+os.close(key_w)
+judge.install(lambda name: "foreign" if name.endswith("learner.py") else "harness", tuple,
+              report_w, key_r)
+learner = {}
+exec(compile("import sys\n"
+             "def end():\n    sys.audit('workbook.report', 'end', '{\"event\":\"end\"}', None)\n"
+             "def verdict():\n    sys.audit('workbook.verdict', 't::x')\n"
+             "def through(send):\n    send('end', '{\"event\":\"end\"}', None)\n",
+             "/x/learner.py", "exec"), learner)
+send = lambda *args: sys.audit("workbook.report", *args)
+send("start", json.dumps({"event": "start"}), None)
+outcomes = []
+for ask in (learner["end"], learner["verdict"], lambda: learner["through"](send),
+            lambda: send("end", '{"event":"end"}', None),
+            lambda: learner["through"](lambda *a: send("note", '{"event":"note"}', None))):
+    try:
+        ask()
+        outcomes.append("sent")
+    except RuntimeError as exc:
+        outcomes.append("refused" if "not available" in str(exc) else repr(exc))
+os.close(report_w)
+print(json.dumps({"outcomes": outcomes, "lines": os.read(report_r, 65536).decode()}))
+'''
+
+
+def test_the_judge_signs_what_the_harness_sends_and_refuses_the_submission():
+    out = subprocess.run([sys.executable, "-I", "-c", _JUDGE, str(ROOT)], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout)
+    # A record or a verdict from the submission's own code is refused, also through the
+    # harness's own function; the harness's path is signed; a note (which earns nothing)
+    # goes from anywhere.
+    assert found["outcomes"] == ["refused", "refused", "refused", "sent", "sent"]
+    lines = [line for line in found["lines"].splitlines() if line]
+    decoded = [protocol.read_line(KEY, line.encode()) for line in lines]
+    # The refusals travel ahead of the next record that counts: the row is tampered.
+    assert [(seq, rec.event) for seq, rec, _ in decoded] == [
+        (0, "start"), (1, "integrity"), (2, "end"), (3, "note")]
+    assert decoded[1][1].changed == ("workbook.report asked for by the submission's code",)
+    assert all(stamp.clock > 0 and stamp.cpu > 0 for _, _, stamp in decoded)
+    assert protocol.decode(b"x" * 32, lines[0].encode()) is None
+
+
+def _stamps(*clocks: float, cpu: float = 0.1, arrived: float = 0.0) -> list[protocol.Stamp]:
+    return [protocol.Stamp(c, cpu + i * 0.01, arrived or c + 0.001, cpu + 1.0)
+            for i, c in enumerate(clocks)]
+
+
+def _records(*seconds: float) -> list[protocol.Record]:
+    tests = [protocol.TestDone(f"t::{i}", "p01.fifo", seconds=s) for i, s in enumerate(seconds)]
+    return [protocol.Start(), protocol.Collected(len(tests)),
+            *[protocol.Item(t.nodeid, t.checkpoint) for t in tests], *tests, protocol.End()]
+
+
+def test_an_honest_run_is_possible_from_outside_whatever_the_load():
+    records = _records(0.5, 0.25)
+    # A slow box: records read long after they left, tests slower than they said.
+    stamps = [protocol.Stamp(c, 0.2 + c / 100, c + 3.0, 5.0)
+              for c in (10.0, 10.5, 10.6, 10.7, 13.0, 13.4, 13.5)]
+    assert outside.check(records, stamps, started=9.0) is None
+
+
+@pytest.mark.parametrize("tamper, why", [
+    (lambda st: st.__setitem__(0, protocol.Stamp(1.0, 0.1, 11.0, 1.0)),
+     "stamped before the run started"),
+    (lambda st: st.__setitem__(4, protocol.Stamp(30.0, 0.2, 13.0, 1.0)),
+     "stamped after the grader read it"),
+    (lambda st: st.__setitem__(5, protocol.Stamp(10.55, 0.3, 13.4, 1.0)),
+     "stamped before the one ahead of it"),
+    (lambda st: st.__setitem__(5, protocol.Stamp(13.4, 5.0, 13.5, 1.0)),
+     "the whole run had used"),
+])
+def test_a_stamp_that_cannot_be_is_seen(tamper, why):
+    records = _records(0.5, 0.25)
+    stamps = [protocol.Stamp(c, 0.2, c + 0.01, 1.0)
+              for c in (10.0, 10.5, 10.6, 10.7, 13.0, 13.4, 13.5)]
+    tamper(stamps)
+    found = outside.check(records, stamps, started=9.0)
+    assert found is not None and why in found[1], found
+
+
+def test_a_test_longer_than_the_time_around_it_is_impossible():
+    # The second test claims 2 s; its record left 0.4 s after the first test's.
+    records = _records(0.5, 2.0)
+    stamps = _stamps(10.0, 10.5, 10.6, 10.7, 13.0, 13.4, 13.5)
+    assert outside.check(records, stamps, started=9.0) == (
+        5, "t::1 reported 2.000 s where 0.400 s passed around it")
+
+
+def test_a_run_that_reports_more_time_than_it_had_is_tampered():
+    # Stamps the run could have faked, but it was read only 1 s after it started.
+    records = _records(0.5, 0.5, 0.5)
+    clocks = (10.0, 10.1, 10.2, 10.3, 10.4, 10.9, 11.4, 11.9, 12.0)
+    stamps = [protocol.Stamp(c, 0.1, 10.5 if c < 12 else 12.0, None) for c in clocks]
+    for i in range(len(stamps)):
+        stamps[i] = protocol.Stamp(stamps[i].clock, 0.1, max(stamps[i].clock, 10.0), None)
+    trusted = [(r.nodeid, r.checkpoint) for r in records if isinstance(r, protocol.Item)]
+    entry = judging.judge(P01, runner.Outcome(records=records, stamps=[
+        protocol.Stamp(s.clock, s.cpu, 10.0 if i < 6 else 10.2, None)
+        for i, s in enumerate(stamps)], started=9.9), trusted,
+        Limits.for_wall(90), "a.py", Path("/x"), Path("/x/t.py"))
+    assert entry.status == "error" and "tampered: the outside view" in entry.reason, entry.reasons
+    assert entry.tests_reported < 3
