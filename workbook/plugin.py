@@ -218,14 +218,16 @@ def pytest_runtest_makereport(item, call):
 
 def _captured(report) -> str:
     """The stdout, stderr and log records pytest captured during a test, each part labelled
-    when there is more than one."""
+    when there is more than one and each cut to its share of the record's limit (so a long
+    stdout cannot push the label and the start of stderr out of sight)."""
     parts = [(name, text) for name, text in (("stdout", report.capstdout),
                                              ("stderr", report.capstderr),
                                              ("log", report.caplog)) if text]
-    if len(parts) == 1 and parts[0][0] == "stdout":
-        return parts[0][1]
-    return "".join(f"[{name}]\n{text}" + ("" if text.endswith("\n") else "\n")
-                   for name, text in parts)
+    if not parts or (len(parts) == 1 and parts[0][0] == "stdout"):
+        return parts[0][1] if parts else ""
+    share = records.OUTPUT_MAX // len(parts) - 60  # room for the label and the cut line
+    return "".join(f"[{name}]\n{records.cap_output(text, share)}"
+                   + ("" if text.endswith("\n") else "\n") for name, text in parts)
 
 
 def _classify(excinfo, when: str, check: testkit.CheckLog | None) -> dict:

@@ -99,6 +99,7 @@ class Quiet:
         self.sample = usage(thread)
         self.at = time.monotonic()
         self.quiet_from: float | None = None
+        self.woke = 0  # wake-ups in the quiet windows since ``quiet_from``
 
     def since(self) -> float:
         now = time.monotonic()
@@ -106,8 +107,18 @@ class Quiet:
             after = usage(self.thread)
             before, self.sample, start, self.at = self.sample, after, self.at, now
             still = _at_rest(self.thread, before, after)
+            if still and self.quiet_from is None:
+                self.woke = 0
+            if still:
+                self.woke += after[1] - before[1]  # type: ignore[index]
             self.quiet_from = (self.quiet_from or start) if still else None
         return 0.0 if self.quiet_from is None else now - self.quiet_from
+
+    def parked(self) -> bool:
+        """Quiet since ``since()`` began, and asleep rather than waking now and then: a
+        thread in a 20 ms ``time.sleep`` loop is quiet in each short window (one wake-up
+        in it), yet it wakes by itself dozens of times a second."""
+        return self.quiet_from is not None and self.woke <= QUIET_SWITCHES
 
 
 def where(thread: threading.Thread) -> str:
@@ -205,7 +216,7 @@ def finish(thread: DaemonThread, what: str, *, pitfall: str | None = None,
         if not thread.is_alive():
             return True
         asleep_for = still.since()
-        if asleep_for >= asleep and not _wakes_itself(thread):
+        if asleep_for >= asleep and still.parked() and not _wakes_itself(thread):
             fail(f"{what}: it could go on, but it has stayed asleep for {asleep_for:.1f} s "
                  "(nobody woke it?)", pitfall=pitfall)
         return False
