@@ -122,12 +122,22 @@ def run(module: Any, sc: Scenario, choices: Choices | None = None) -> Outcome:
                 sched.crash = exc
         return run_body
 
+    def named() -> None:
+        """Name the loop's descriptors, so that the timeline shows what moves on them."""
+        for r in world.resources:
+            if r.closed is None and not r.named:
+                label = "loop's selector" if r.kind in ("selector", "epoll", "poll") \
+                    else f"the loop's {r.kind} fd {r.fd}"
+                r.name, r.named = label, True
+
     def setup() -> None:
         setup_body(ctx, sc.made_by, sc.pre)
+        named()
 
     ready = [sc.made_by != "loop"]  # the loop exists (or failed to be made)
 
     def made() -> None:
+        named()
         ready[0] = True
         sched.wake(token)
 
