@@ -60,13 +60,35 @@ def _outcome(sc: Scenario, **fields: Any) -> Outcome:
     return Outcome(sc, PROBLEM, **fields)
 
 
+class _Scheduler(Scheduler):
+    """The explorer's scheduler, plus ``opcodes``: a call of another thread into the learner's
+    file may be preempted at every bytecode, not only at every line -- looking up
+    ``self._callbacks`` and appending to what it found are one line, two bytecodes."""
+
+    def __init__(self, *args: Any, opcodes: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.opcodes = opcodes
+
+    def _trace(self, frame, event, arg):  # type: ignore[no-untyped-def]
+        found = super()._trace(frame, event, arg)
+        if found is not None and self.opcodes:
+            task = self.task()
+            if task is not None and task.index >= 2:
+                frame.f_trace_opcodes = True
+        return found
+
+    def _trace_line(self, frame, event, arg):  # type: ignore[no-untyped-def]
+        return super()._trace_line(frame, "line" if event == "opcode" else event, arg)
+
+
 def run(module: Any, sc: Scenario, choices: Choices | None = None) -> Outcome:
     """Run ``sc`` once against ``module`` (a controlled copy, see ``load``) and judge it."""
     if choices is None and sc.script is not None:
         choices = Choices(list(sc.script), sc.bound)
-    sched = Scheduler(sc.seed, preempt=sc.preempt, line_preempt=0.05 if sc.lines else 0.0,
-                      jump=sc.jump, learner_files=frozenset({module.__file__}),
-                      choices=choices)
+    sched = _Scheduler(sc.seed, preempt=sc.preempt,
+                       line_preempt=0.05 if sc.lines or sc.opcodes else 0.0, jump=sc.jump,
+                       learner_files=frozenset({module.__file__}), choices=choices,
+                       opcodes=sc.opcodes)
     names = ["setup", "loop"] + [f"T{n}" for n in range(1, len(sc.threads) + 1)]
     index = {name: i for i, name in enumerate(names)}
     planned = []
@@ -217,13 +239,24 @@ def _released(ctx: Ctx) -> str | None:
     return None
 
 
+_DICTS: list[Any] = [0, frozenset()]  # len(sys.modules) when computed, their namespaces' ids
+
+
+def _module_dicts() -> frozenset[int]:
+    """The ids of every module's namespace (cached while no module is added)."""
+    if _DICTS[0] != len(sys.modules):
+        _DICTS[:] = [len(sys.modules), frozenset(id(vars(m)) for m in list(sys.modules.values())
+                                                 if hasattr(m, "__dict__"))]
+    return _DICTS[1]
+
+
 def reachable(roots: list[Any], targets: set[int]) -> list[int]:
     """The ids of ``targets`` that ``roots`` hold, through the objects they reference -- not
     through modules, classes, the explorer's own objects, nor frames and tracebacks (an
     exception kept in a Future keeps the frames it left: that is Python's, not the loop's)."""
     from workbook.explore.sched import Scheduler, Task
 
-    stop = {id(vars(m)) for m in list(sys.modules.values()) if hasattr(m, "__dict__")}
+    stop = _module_dicts()
     skip = (types.ModuleType, type, Task, Scheduler, threading.Thread, types.FrameType,
             types.TracebackType)
     seen: set[int] = set()
@@ -286,18 +319,15 @@ def _observed(sc: Scenario, sched: Scheduler, world: Any, ctx: Ctx,
             wakeups = ctx.loop.wakeups_scheduled
         except Exception:  # noqa: BLE001 - unreadable: not judged
             wakeups = None
-    closes = [e.text for seen in events.values() for e in seen]
-    made = sum(1 for t in closes if t in ("IOLoop() made the loop", "IOLoop() made its loop #1")
-               or "a new loop" in t)
-    closed = sum(1 for t in closes if t in ("close()", "closes its own loop",
-                                            "close() of its loop #1"))
-    open_fds = [f"{r.name} (opened by {sched.tasks[r.task].name})" for r in world.open()
-                if r.task >= 0]
+    texts = [e.text for seen in events.values() for e in seen]
     # a constructor that failed (an injected fault) may leave what it opened: not judged
     unmade = any(" raises " in t and t.startswith(("IOLoop()", "IOLoop.current()"))
-                 for t in closes)
+                 for t in texts)
+    all_closed = bool(ctx.made) and all(id(x) in ctx.closed for x in ctx.made) and not unmade
+    open_fds = [f"{r.name} (opened by {sched.tasks[r.task].name})" for r in world.open()
+                if r.task >= 0]
     return Observed(events, waits, arrivals, loop_sends, wakeups, writes, open_fds,
-                    made > 0 and closed >= made and not unmade, _where(sched.tasks[1]),
+                    all_closed, _where(sched.tasks[1]),
                     _fault_in_loop(world, sched), bool(world.injected), loop_add_writes)
 
 

@@ -120,6 +120,8 @@ class Ctx:
         self.t0: float | None = None  # the loop's first time() reading (["clock"])
         self.loop2: Any = None  # a second loop the loop thread makes (["make2"])
         self.ran: list[Any] = []  # every callback that ran (see ``released``)
+        self.made: list[Any] = []  # every loop the program made (IOLoop(), current())
+        self.closed: set[int] = set()  # ids of those it called close() on
 
     # ---- values, exceptions and their labels ----------------------------------------------
 
@@ -179,6 +181,7 @@ class Ctx:
             if seen is loop:
                 return f"its loop #{i}"
         mine.append(loop)
+        self.made.append(loop)
         return f"a new loop (its #{len(mine)})"
 
     def future(self, k: Any) -> Any:

@@ -30,6 +30,7 @@ def make_loop(ctx: Ctx) -> None:
             raise
         ctx.rec(f"IOLoop() raises {ctx.show_exc(exc)}")
         return
+    ctx.made.append(ctx.loop)
     ctx.rec("IOLoop() made the loop")
 
 
@@ -70,6 +71,7 @@ def after_op(ctx: Ctx, op: list[Any]) -> None:
     kind = op[0]
     if kind == "close":
         ctx.rec("close()")
+        ctx.closed.add(id(ctx.loop))
         try:
             ctx.loop.close()
         except BaseException as exc:  # noqa: BLE001 - an injected fault, say: recorded
@@ -99,9 +101,11 @@ def after_op(ctx: Ctx, op: list[Any]) -> None:
             ctx.rec(f"IOLoop() raises {ctx.show_exc(exc)}")
             return
         ctx.own.setdefault(ctx.who(), []).append(ctx.loop2)
+        ctx.made.append(ctx.loop2)
         ctx.rec("IOLoop() made its loop #1")
     elif kind == "close2":
         if ctx.loop2 is not None:
+            ctx.closed.add(id(ctx.loop2))
             ctx._call("close() of its loop #1", ctx.loop2.close)
     else:
         raise ValueError(f"unknown after-step {op!r}")
@@ -128,4 +132,5 @@ def cross_op(ctx: Ctx, op: list[Any]) -> None:
 def cross_close(ctx: Ctx) -> None:
     """A thread that made loops of its own (IOLoop.current() there) closes them at its end."""
     for loop in ctx.own.get(ctx.who(), []):
+        ctx.closed.add(id(loop))
         ctx._call("closes its own loop", loop.close)

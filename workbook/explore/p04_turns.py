@@ -156,13 +156,14 @@ class Driver:
         if seen is None:
             raise Mismatch(f"the loop thread stopped ({self.obs.loop_end}) where the contract "
                            f"has it go on: {text}")
-        if wait is not None and wait.start <= seen.step and self.m.thread == "loop" \
-                and self.loop is not None and self.loop.running:
-            raise Mismatch(f"the loop went to sleep in its selector in the middle of a turn, "
-                           f"where the contract has it go on: {text}")
+        slept = wait is not None and wait.start <= seen.step and self.m.thread == "loop" \
+            and self.loop is not None and self.loop.running
         if seen.text != text:
             raise Mismatch(f"the contract has the loop thread do: {text}; the run shows: "
-                           f"{seen.text}")
+                           + ("(a sleep in its selector, then) " if slept else "") + seen.text)
+        if slept:
+            raise Mismatch(f"the loop went to sleep in its selector in the middle of a turn, "
+                           f"where the contract has it go on: {text}")
         if abs(seen.time - self.m.now) > EPS and not self.loose:
             raise Mismatch(f"{seen.time - self.m.now:g} s passed on the loop thread outside "
                            f"its selector before: {text}")
@@ -212,6 +213,14 @@ class Driver:
             if seen is None:
                 raise Mismatch(f"the loop thread stopped ({self.obs.loop_end}) where the "
                                "contract has it sleep in its selector and take another turn")
+            if seen.text.startswith("t") and seen.text.endswith(" runs"):
+                raise Mismatch(f"{_name(seen.text)} fell due during a turn and ran in it (the "
+                               "loop did not sleep in its selector in between): a turn runs "
+                               "only the timeouts due when it began")
+            if loop.pending:
+                raise Mismatch(f"the loop went on to '{seen.text}' in the same turn, without "
+                               "sleeping in its selector first: what a turn adds (a callback, "
+                               "a moment's resumption) waits for the next turn")
             raise Mismatch("the loop began a new turn without sleeping in its selector in "
                            f"between (a turn ends with one select()), before: {seen.text}")
         return []
@@ -235,8 +244,10 @@ class Driver:
         s = wait.seconds
         shown = "no timeout" if s is None else f"a timeout of {s:g} s"
         if longest == 0.0 and s != 0.0:
-            raise Mismatch(f"the loop went to sleep in its selector ({shown}) with "
-                           f"{len(loop.pending)} callback(s) pending: it must not wait then")
+            why = (f"{len(loop.pending)} callback(s) pending" if loop.pending
+                   else "a timeout already due")
+            raise Mismatch(f"the loop went to sleep in its selector ({shown}) with {why}: it "
+                           "must not wait then")
         if longest is not None and longest < HORIZON:
             if s is None or s > longest + TOL:
                 raise Mismatch(f"the loop went to sleep in its selector ({shown}) although its "

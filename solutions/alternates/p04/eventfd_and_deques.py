@@ -284,6 +284,8 @@ class IOLoop:
 
     def close(self):
         with self._guard:
+            if self._is_closed:  # closed already: its descriptor numbers may be another's by now
+                return
             self._is_closed = True
         self._selector.close()
         self._waker.close()

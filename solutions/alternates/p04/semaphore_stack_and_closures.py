@@ -235,6 +235,8 @@ class IOLoop:
 
     def close(self):
         with self._mutex:
+            if self._closed:  # closed already: its descriptor numbers may be another's by now
+                return
             self._closed = True
         self._selector.close()
         os.close(self._r)

@@ -232,6 +232,8 @@ class IOLoop:
 
     def close(self):
         with self._mutex:
+            if self._closing:  # closed already: its descriptor numbers may be another's by now
+                return
             self._closing = True
         self._selector.close()
         os.close(self._read_fd)
