@@ -133,10 +133,10 @@ class Entry:
 
 
 class Timer:
-    __slots__ = ("fn", "deadline", "removed")
+    __slots__ = ("fn", "deadline", "removed", "name")
 
-    def __init__(self, fn: Callable[[], Any], deadline: float) -> None:
-        self.fn, self.deadline, self.removed = fn, deadline, False
+    def __init__(self, fn: Callable[[], Any], deadline: float, name: str) -> None:
+        self.fn, self.deadline, self.removed, self.name = fn, deadline, False, name
 
 
 class IOLoop:
@@ -147,6 +147,7 @@ class IOLoop:
         self.pending: list[Entry] = []
         self.closed = False
         self.stopped = False
+        self.why = ""  # what stopped it: said when the run does not stop
         self.running = False
         self.timers: list[tuple[float, int, Timer]] = []
         self.all_timers: list[Timer] = []
@@ -182,7 +183,8 @@ class IOLoop:
         # NaN is due at once, as tornado 6 (asyncio) has it: it compares false with
         # everything, so "not yet due" is never true of it.
         deadline = m.now if math.isnan(delay) else m.now + delay
-        timer = Timer(functools.partial(callback, *args, **kwargs), deadline)
+        timer = Timer(functools.partial(callback, *args, **kwargs), deadline,
+                      getattr(callback, "__name__", "a timeout"))
         heapq.heappush(self.timers, (deadline, next(m.seq), timer))
         self.all_timers.append(timer)
         return timer
@@ -192,6 +194,12 @@ class IOLoop:
 
     def stop(self) -> None:
         self.stopped = True
+        if not self.why:
+            self.why = "stop() was called"
+
+    def _stop_for(self, why: str) -> None:
+        self.why = why
+        self.stop()
 
     def start(self) -> None:
         m = _m()
@@ -208,6 +216,7 @@ class IOLoop:
         finally:
             m.current[thread] = previous
             self.stopped = self.running = False
+            self.why = ""
 
     def _turn(self, first: bool) -> None:
         m = _m()
@@ -254,14 +263,18 @@ class IOLoop:
                 value, outcome = outcome, Future()
                 outcome.set_result(value)
             started.append(outcome)
-            outcome.add_done_callback(lambda f: self._add(Entry(self.stop, visible=False,
+            stop = functools.partial(self._stop_for, "run_sync stops it once main's Future "
+                                     "is done")
+            outcome.add_done_callback(lambda f: self._add(Entry(stop, visible=False,
                                                                 name="run_sync's stop")))
 
         expired: list[bool] = []
 
         def expire() -> None:
             expired.append(True)
-            self.stop()
+            self._stop_for(f"run_sync's timeout of {timeout:g} s passed")
+
+        expire.__name__ = "run_sync's timeout"
 
         self._add(Entry(begin, name="run_sync's start"))
         handle = self.call_later(timeout, expire) if timeout is not None else None

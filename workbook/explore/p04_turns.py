@@ -230,10 +230,10 @@ class Driver:
     def _empty_turn(self, loop: Any, wait: SeenWait) -> None:
         due = [t for d, _, t in loop.timers if d <= self.m.now and not t.removed]
         if loop.pending or due:
-            what = (f"{len(loop.pending)} callback(s) pending" if loop.pending
-                    else "a timeout due")
+            what = (f"{len(loop.pending)} callback(s) pending" if loop.pending else
+                    " and ".join(f"{t.name} due since {t.deadline:g} s" for t in due))
             raise Mismatch(f"the loop took a turn at {self.m.now:g} s without running "
-                           f"anything, with {what}")
+                           f"anything, with {what}: a turn runs what was due when it began")
         self.turns.append(Turn(self.last, wait.start))
 
     def _sleep(self, loop: Any, wait: SeenWait) -> None:
@@ -326,6 +326,6 @@ class Driver:
             if wait is None or (seen is not None and wait.start > seen.step):
                 return
             if wait.end is None or (wait.seconds != 0 and wait.ended != "now"):
-                raise Mismatch("after stop() the loop slept in its selector again instead of "
-                               "returning from start() at the end of the turn")
+                raise Mismatch(f"the contract has start() return at the end of this turn "
+                               f"({loop.why}), but the loop slept in its selector again")
             self.w += 1
