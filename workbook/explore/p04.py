@@ -13,11 +13,9 @@ failing one; ``replay`` runs the scenario of a token again.
 """
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import sys
-import threading
 import types
 from dataclasses import replace
 from typing import Any
@@ -25,6 +23,7 @@ from typing import Any
 from workbook.explore import driver, io
 from workbook.explore.bounded import Choices
 from workbook.explore.driver import Outcome, Report
+from workbook.explore.oracle import reachable
 from workbook.explore.p04_draw import candidates, pairs, strategy, systematic, triples
 from workbook.explore.p04_env import Logged, patch
 from workbook.explore.p04_judge import Arrival, Observed, Seen, SeenWait, judge
@@ -228,7 +227,9 @@ def _released(ctx: Ctx) -> str | None:
     vars(ctx).clear()        # a generator's frame that names it must not lead into it
     try:
         for roots, holder in ((futures, "a Future"), (loops, "the loop")):
-            found = reachable(roots, set(ran))
+            # not through frames and tracebacks: an exception kept in a Future keeps the
+            # frames it left, which is Python's doing, not the loop's
+            found = reachable(roots, set(ran), (types.FrameType, types.TracebackType))
             if found:
                 name = ran[found[0]]
                 what = ("its callback list is released after it has run"
@@ -237,41 +238,6 @@ def _released(ctx: Ctx) -> str | None:
     finally:
         vars(ctx).update(saved)
     return None
-
-
-_DICTS: list[Any] = [0, frozenset()]  # len(sys.modules) when computed, their namespaces' ids
-
-
-def _module_dicts() -> frozenset[int]:
-    """The ids of every module's namespace (cached while no module is added)."""
-    if _DICTS[0] != len(sys.modules):
-        _DICTS[:] = [len(sys.modules), frozenset(id(vars(m)) for m in list(sys.modules.values())
-                                                 if hasattr(m, "__dict__"))]
-    return _DICTS[1]
-
-
-def reachable(roots: list[Any], targets: set[int]) -> list[int]:
-    """The ids of ``targets`` that ``roots`` hold, through the objects they reference -- not
-    through modules, classes, the explorer's own objects, nor frames and tracebacks (an
-    exception kept in a Future keeps the frames it left: that is Python's, not the loop's)."""
-    from workbook.explore.sched import Scheduler, Task
-
-    stop = _module_dicts()
-    skip = (types.ModuleType, type, Task, Scheduler, threading.Thread, types.FrameType,
-            types.TracebackType)
-    seen: set[int] = set()
-    found: list[int] = []
-    todo = list(roots)
-    while todo:
-        obj = todo.pop()
-        if id(obj) in seen:
-            continue
-        seen.add(id(obj))
-        if id(obj) in targets:
-            found.append(id(obj))
-        elif id(obj) not in stop and not isinstance(obj, skip):
-            todo.extend(gc.get_referents(obj))
-    return found
 
 
 def _raised_not_implemented(events: dict[str, list[Seen]]) -> Any:

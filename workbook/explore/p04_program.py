@@ -361,11 +361,7 @@ class Ctx:
                         continue
                     self.rec(f"{name} resumes with {self.show(got)}")
                 elif step[0] == "return":
-                    value = self.value(step[1])
-                    self.rec(f"{name} returns {self.show(value)}")
-                    if step[2] == "Return":
-                        raise self.api.Return(value)
-                    return value
+                    return self.returning(name, step)
                 elif step[0] == "burst":  # many done Futures in a row: no recursion
                     self.rec(f"{name} yields {step[1]} done Futures in a row")
                     for _ in range(step[1]):
@@ -385,17 +381,21 @@ class Ctx:
             self.rec(f"{name} starts")
             for step in steps:
                 if step[0] == "return":
-                    value = self.value(step[1])
-                    self.rec(f"{name} returns {self.show(value)}")
-                    if step[2] == "Return":
-                        raise self.api.Return(value)
-                    return value
+                    return self.returning(name, step)
                 if step[0] not in ("yield", "burst"):
                     self.perform(step)
             self.rec(f"{name} ends")
             return None
 
         return body
+
+    def returning(self, name: str, step: list[Any]) -> Any:
+        """``["return", value, how]``: the value, returned or raised in a ``Return``."""
+        value = self.value(step[1])
+        self.rec(f"{name} returns {self.show(value)}")
+        if step[2] == "Return":
+            raise self.api.Return(value)
+        return value
 
     def target(self, target: list) -> Any:
         kind = target[0]
