@@ -62,7 +62,9 @@ def _outcome(sc: Scenario, **fields: Any) -> Outcome:
 class _Scheduler(Scheduler):
     """The explorer's scheduler, plus ``opcodes``: a call of another thread into the learner's
     file may be preempted at every bytecode, not only at every line -- looking up
-    ``self._callbacks`` and appending to what it found are one line, two bytecodes."""
+    ``self._callbacks`` and appending to what it found are one line, two bytecodes.  The loop
+    thread then keeps its usual points (locks, clock, selector): what is searched is where
+    the other thread stops."""
 
     def __init__(self, *args: Any, opcodes: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -72,8 +74,9 @@ class _Scheduler(Scheduler):
         found = super()._trace(frame, event, arg)
         if found is not None and self.opcodes:
             task = self.task()
-            if task is not None and task.index >= 2:
-                frame.f_trace_opcodes = True
+            if task is None or task.index < 2:
+                return None
+            frame.f_trace_opcodes = True
         return found
 
     def _trace_line(self, frame, event, arg):  # type: ignore[no-untyped-def]

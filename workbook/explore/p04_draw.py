@@ -54,8 +54,10 @@ def systematic(extensions: bool = True) -> list[Scenario]:
     out.append(Scenario(**_wait_f0(2.0), threads=[[_setter(1, 0.5)],
                                                   [[0.5, ["add", 2, ["v", "0"], None]]]]))
     out.append(Scenario(**_wait_f0(), threads=[[[0.5, ["add", 1, [], None]], _setter(2, 0.5)]]))
-    # made by one thread, run by another: the maker's own add_callback is another thread's
-    out.append(Scenario(**_wait_f0(2.0), made_by="setup", pre=[["add", 1, [], None]],
+    # made by one thread, run by another: the maker's own add_callback is another thread's,
+    # the runner's is the loop thread's
+    out.append(Scenario([["cb", 1, [], None], *_wait_f0(2.0)["main"]], timeout=2.0,
+                        made_by="setup", pre=[["add", 1, [], None]],
                         threads=[[_setter(2, 0.5)]]))
     # every delay beside a plain timeout that completes main; every run_sync timeout
     for delay in DELAYS:
@@ -204,9 +206,8 @@ def pairs(extensions: bool = True) -> list[Scenario]:
     other thread arriving at the same instant, its add_callback preempted at any bytecode."""
     out = [Scenario(**start, threads=[_thread(1, CROSS[b], True)], preempt=1.0)
            for start in [*STATES.values(), UNSTARTED] for b in CROSS]
-    tie = [0.5, CROSS["add"][1]]
-    out.append(Scenario(**STATES["timer"], threads=[_thread(1, tie, True)], preempt=1.0,
-                        opcodes=True))
+    out.append(Scenario([["later", 1, 0.5, ["set", 0, "obj"]], ["yield", ["F", 0], True]],
+                        threads=[[[0.5, ["add", 11, [], None]]]], preempt=1.0, opcodes=True))
     return out
 
 
