@@ -21,6 +21,11 @@ import types
 
 log = logging.getLogger(__name__)
 
+#: The longest one select() may sleep: poll and epoll take at most 2**31 - 1 ms (24.8 days)
+#: and refuse inf; a loop whose next deadline is further away wakes after this long and
+#: sleeps again (asyncio does the same).
+MAX_WAIT = 24 * 3600.0
+
 
 class InvalidStateError(RuntimeError):
     """A Future was asked for a result it does not have yet, or was completed twice."""
@@ -169,7 +174,13 @@ class IOLoop:
         future.add_done_callback(lambda f: self.add_callback(callback, f))
 
     def call_later(self, delay: float, callback, *args, **kwargs) -> object:
-        """Run the callback after ``delay`` seconds.  Loop thread only (as in tornado)."""
+        """Run the callback after ``delay`` seconds.  Loop thread only (as in tornado).
+
+        A NaN delay is due at once, as in tornado: NaN compares false with every deadline,
+        so in the heap it would stall every timeout behind it.
+        """
+        if delay != delay:
+            delay = 0.0
         timeout = _Timeout(functools.partial(callback, *args, **kwargs))
         heapq.heappush(self._timeouts, (self.time() + delay, next(self._sequence), timeout))
         return timeout
@@ -224,6 +235,8 @@ class IOLoop:
             wait = max(0.0, self._timeouts[0][0] - self.time())
         else:
             wait = None
+        if wait is not None and wait > MAX_WAIT:  # a deadline further away than poll reaches
+            wait = MAX_WAIT
         for key, _ in self._selector.select(wait):
             if key.fileobj is self._waker_r:
                 try:

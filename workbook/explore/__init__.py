@@ -26,5 +26,6 @@ construction, replays exactly from a seed, and costs a few milliseconds a run.
 Modules: ``sched`` (scheduler, virtual clock, faults), ``prims`` (the stand-ins and the
 patch), ``scenario`` (scenarios, Hypothesis strategy, replay token), ``oracle``
 (linearizability), ``timeline`` (the counterexample as text), ``p03`` (the P03 model, runs,
-``explore`` and ``replay``).
+``explore`` and ``replay``), ``p04`` and its ``p04_*`` modules (P04: programs run on the
+learner's loop and on a model of the contract, with ``io``'s selectors and waker).
 """

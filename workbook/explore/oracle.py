@@ -84,3 +84,44 @@ def linearize(calls: list[Call], initial: Hashable, step: Step, blocked: Blocked
         return False
 
     return list(order) if search(0, initial, 0) else None
+
+
+_DICTS: list[Any] = [0, frozenset()]  # len(sys.modules) when computed; their namespaces' ids
+
+
+def _module_dicts() -> frozenset[int]:
+    """The ids of every module's namespace (cached while no module is added)."""
+    import sys
+
+    if _DICTS[0] != len(sys.modules):
+        _DICTS[:] = [len(sys.modules), frozenset(
+            id(vars(m)) for m in list(sys.modules.values()) if hasattr(m, "__dict__"))]
+    return _DICTS[1]
+
+
+def reachable(roots: list[Any], targets: set[int], skip: tuple[type, ...] = ()) -> list[int]:
+    """The ids of ``targets`` reachable from ``roots``, in the order found, following every
+    reference (``gc.get_referents``) except into modules, classes, a module's namespace, the
+    explorer's own objects (its tasks, threads and scheduler) and instances of ``skip``:
+    those reach everything, and what the learner's objects own is none of them."""
+    import gc
+    import threading
+    import types
+
+    from workbook.explore.sched import Scheduler, Task
+
+    stop = _module_dicts()
+    stop_types = (types.ModuleType, type, Task, Scheduler, threading.Thread) + skip
+    seen: set[int] = set()
+    found: list[int] = []
+    todo = list(roots)
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if id(obj) in targets:
+            found.append(id(obj))
+        elif id(obj) not in stop and not isinstance(obj, stop_types):
+            todo.extend(gc.get_referents(obj))
+    return found

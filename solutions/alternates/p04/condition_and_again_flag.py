@@ -25,6 +25,9 @@ import types
 
 log = logging.getLogger("p04.condition_and_again_flag")
 
+# poll/epoll refuse a sleep past 2**31 - 1 ms (24.8 days) or inf: sleep at most a day.
+_LONGEST_SLEEP = 24 * 3600.0
+
 
 class InvalidStateError(RuntimeError):
     pass
@@ -139,6 +142,8 @@ class IOLoop:
         self.add_callback(callback, future)
 
     def call_later(self, delay, callback, *args, **kwargs):
+        if delay != delay:  # NaN sorts nowhere: due at once, as in tornado
+            delay = 0.0
         n = next(self._n)
         self._timer_calls[n] = functools.partial(callback, *args, **kwargs)
         bisect.insort(self._timer_keys, (self.time() + delay, n))
@@ -184,7 +189,7 @@ class IOLoop:
         if busy:
             timeout = 0.0
         elif self._timer_keys:
-            timeout = max(0.0, self._timer_keys[0][0] - self.time())
+            timeout = min(max(0.0, self._timer_keys[0][0] - self.time()), _LONGEST_SLEEP)
         else:
             timeout = None
         if self._sel.select(timeout):

@@ -27,6 +27,9 @@ import types
 
 log = logging.getLogger("p04.eventfd_and_deques")
 
+# poll/epoll refuse a sleep past 2**31 - 1 ms (24.8 days) or inf: sleep at most a day.
+_LONGEST_SLEEP = 24 * 3600.0
+
 
 class InvalidStateError(RuntimeError):
     pass
@@ -193,6 +196,8 @@ class IOLoop:
         future.add_done_callback(lambda done: self.add_callback(callback, done))
 
     def call_later(self, delay, callback, *args, **kwargs):
+        if delay != delay:  # NaN would stall the heap: due at once, as in tornado
+            delay = 0.0
         timer = _Timer(self.time() + delay, next(self._orders),
                        functools.partial(callback, *args, **kwargs))
         heapq.heappush(self._timers, timer)
@@ -235,7 +240,7 @@ class IOLoop:
         if self._queue:
             wait = 0.0
         elif self._timers:
-            wait = max(0.0, self._timers[0].deadline - self.time())
+            wait = min(max(0.0, self._timers[0].deadline - self.time()), _LONGEST_SLEEP)
         else:
             wait = None
         if self._selector.select(wait):
@@ -279,6 +284,8 @@ class IOLoop:
 
     def close(self):
         with self._guard:
+            if self._is_closed:  # closed already: its descriptor numbers may be another's by now
+                return
             self._is_closed = True
         self._selector.close()
         self._waker.close()

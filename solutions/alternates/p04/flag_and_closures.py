@@ -1,9 +1,11 @@
 """P04, written differently again: a wakeup flag instead of "was the list empty", and a
 Runner made of closures.
 
-* The loop keeps a ``wake_pending`` flag (P01's "in flight" flag): a thread sets it when it
-  writes the waker byte; the loop clears it when it takes the callbacks.  Both under a
-  Condition's lock.
+* The loop keeps a ``wake_pending`` flag (P01's "in flight" flag): the first add_callback
+  after the loop took the callbacks sets it (and, from another thread, writes the waker
+  byte); the loop clears it when it takes the callbacks.  Both under a Condition's lock.
+  The loop thread's own calls set it too: they leave the list non-empty, and a call from
+  another thread then must not write (the loop looks at the list before it sleeps).
 * The coroutine driver is a closure over the generator with a ``busy``/``again`` pair, the
   way Twisted's inlineCallbacks turns re-entry into another pass of its loop.
 * Timeouts are a dict of handles plus a heap of ids; futures keep callbacks in a tuple.
@@ -20,6 +22,9 @@ import time
 import types
 
 logger = logging.getLogger("p04.flag_and_closures")
+
+# poll/epoll refuse a sleep past 2**31 - 1 ms (24.8 days) or inf: sleep at most a day.
+_LONGEST_SLEEP = 24 * 3600.0
 
 
 class InvalidStateError(RuntimeError):
@@ -131,10 +136,11 @@ class IOLoop:
             if self._shut:
                 return  # nobody will run it
             self._pending.append(functools.partial(callback, *args, **kwargs))
-            if foreign and not self._wake_pending:
+            if not self._wake_pending:  # the first since the loop took the list
                 self._wake_pending = True
-                self.wakeups_scheduled += 1
-                self._ring()
+                if foreign:
+                    self.wakeups_scheduled += 1
+                    self._ring()
 
     def add_future(self, future, callback):
         future.add_done_callback(functools.partial(self._future_done, callback))
@@ -143,6 +149,8 @@ class IOLoop:
         self.add_callback(callback, future)
 
     def call_later(self, delay, callback, *args, **kwargs):
+        if delay != delay:  # NaN would stall the heap: due at once, as in tornado
+            delay = 0.0
         self._next_id += 1
         handle = self._next_id
         self._handles[handle] = functools.partial(callback, *args, **kwargs)
@@ -166,6 +174,7 @@ class IOLoop:
             self._turns()
         finally:
             _threads.loop = outer
+            self._halt = False  # even if an exception left a turn: the loop can run again
 
     def _turns(self):
         while not self._halt:
@@ -189,7 +198,7 @@ class IOLoop:
             if busy:
                 wait = 0
             elif self._heap:
-                wait = max(0.0, self._heap[0][0] - self.time())
+                wait = min(max(0.0, self._heap[0][0] - self.time()), _LONGEST_SLEEP)
             else:
                 wait = None
             if self._selector.select(wait):
@@ -197,7 +206,6 @@ class IOLoop:
                     self._rsock.recv(512)
                 except (BlockingIOError, InterruptedError):
                     pass
-        self._halt = False
 
     def stop(self):
         self._halt = True

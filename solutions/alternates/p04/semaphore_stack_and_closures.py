@@ -22,6 +22,9 @@ import types
 
 log = logging.getLogger("p04.semaphore_stack_and_closures")
 
+# poll/epoll refuse a sleep past 2**31 - 1 ms (24.8 days) or inf: sleep at most a day.
+_LONGEST_SLEEP = 24 * 3600.0
+
 
 class InvalidStateError(RuntimeError):
     pass
@@ -142,6 +145,8 @@ class IOLoop:
         future.add_done_callback(lambda f: self.add_callback(callback, f))
 
     def call_later(self, delay, callback, *args, **kwargs):
+        if delay != delay:  # NaN would stall the heap: due at once, as in tornado
+            delay = 0.0
         entry = [self.time() + delay, next(self._count), functools.partial(callback, *args, **kwargs)]
         heapq.heappush(self._timeouts, entry)
         return entry
@@ -184,7 +189,7 @@ class IOLoop:
         if self._todo:
             wait = 0.0
         elif self._timeouts:
-            wait = max(0.0, self._timeouts[0][0] - self.time())
+            wait = min(max(0.0, self._timeouts[0][0] - self.time()), _LONGEST_SLEEP)
         else:
             wait = None
         if self._selector.select(wait):
@@ -230,6 +235,8 @@ class IOLoop:
 
     def close(self):
         with self._mutex:
+            if self._closed:  # closed already: its descriptor numbers may be another's by now
+                return
             self._closed = True
         self._selector.close()
         os.close(self._r)

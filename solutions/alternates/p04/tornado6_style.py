@@ -20,6 +20,9 @@ import types
 
 app_log = logging.getLogger("p04.alternate")
 
+# poll/epoll refuse a sleep past 2**31 - 1 ms (24.8 days) or inf: sleep at most a day.
+_LONGEST_SLEEP = 24 * 3600.0
+
 
 class InvalidStateError(RuntimeError):
     pass
@@ -134,6 +137,8 @@ class IOLoop:
         future.add_done_callback(lambda f: self.add_callback(callback, f))
 
     def call_later(self, delay, callback, *args, **kwargs):
+        if delay != delay:  # NaN sorts nowhere: due at once, as in tornado
+            delay = 0.0
         entry = [self.time() + delay, next(self._counter),
                  functools.partial(callback, *args, **kwargs)]
         bisect.insort(self._timers, entry)
@@ -156,6 +161,7 @@ class IOLoop:
             self._run_forever()
         finally:
             _local.instance = saved
+            self._stop_requested = False  # even if an exception left a turn
 
     def _run_forever(self):
         while not self._stop_requested:
@@ -178,7 +184,7 @@ class IOLoop:
             if self._queue:
                 timeout = 0
             elif self._timers:
-                timeout = max(0.0, self._timers[0][0] - self.time())
+                timeout = min(max(0.0, self._timers[0][0] - self.time()), _LONGEST_SLEEP)
             else:
                 timeout = None
             if self._selector.select(timeout):
@@ -186,7 +192,6 @@ class IOLoop:
                     os.read(self._read_fd, 1024)
                 except BlockingIOError:
                     pass
-        self._stop_requested = False
 
     def stop(self):
         self._stop_requested = True
@@ -227,6 +232,8 @@ class IOLoop:
 
     def close(self):
         with self._mutex:
+            if self._closing:  # closed already: its descriptor numbers may be another's by now
+                return
             self._closing = True
         self._selector.close()
         os.close(self._read_fd)
