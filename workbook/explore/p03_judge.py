@@ -5,13 +5,10 @@ anything, no correct queue would have done."""
 from __future__ import annotations
 
 import gc
-import sys
-import threading
-import types
 import weakref
 from typing import Any
 
-from workbook.explore.oracle import Call, Undecided, linearize
+from workbook.explore.oracle import Call, Undecided, linearize, reachable
 from workbook.explore.scenario import Scenario
 from workbook.explore.sched import HORIZON, Scheduler
 
@@ -226,29 +223,3 @@ def kept_alive(calls: list[Call], owned: list[Any]) -> str | None:
         return (f"the queue still holds a reference to {shown}, which {who} returned: "
                 "a taken slot must be cleared")
     return None
-
-
-def reachable(roots: list[Any], targets: set[int]) -> list[int]:
-    """The ids of ``targets`` reachable from ``roots``, in the order found, following every
-    reference (``gc.get_referents``) except into modules, classes, a module's namespace and
-    the explorer's own objects (its tasks, threads and scheduler): those reach everything,
-    and the learner's queue owns none of them."""
-    from workbook.explore.sched import Scheduler, Task
-
-    stop = {id(vars(m)) for m in list(sys.modules.values()) if hasattr(m, "__dict__")}
-    stop_types = (types.ModuleType, type, Task, Scheduler, threading.Thread)
-    seen: set[int] = set()
-    found: list[int] = []
-    todo = list(roots)
-    while todo:
-        obj = todo.pop()
-        if id(obj) in seen:
-            continue
-        seen.add(id(obj))
-        if id(obj) in targets:
-            found.append(id(obj))
-            continue
-        if id(obj) in stop or isinstance(obj, stop_types):
-            continue
-        todo.extend(gc.get_referents(obj))
-    return found
