@@ -10,23 +10,18 @@ import importlib
 import importlib.util
 import json
 import os
-import signal
 import subprocess
 import sys
-import threading
-import time
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
-from rich.console import Console
 
-from workbook import ROOT, book_sections, manifest, progress, render, variants, view
+from workbook import ROOT, book_sections, manifest, progress, render, variants, view, watch
 from workbook.errors import UsageError
 from workbook.run import Result, run_check
+from workbook.terminal import console, errors
 
-console = Console(highlight=False)
-errors = Console(stderr=True, highlight=False)
 COMMANDS = ("all", "list", "status", "hint", "book", "demo", "bench", "grade",
             "gradescope-bundle", "selftest", "mutate", "serve", "site", "new")
 
@@ -150,7 +145,7 @@ def cmd_check(problem_id: str, argv: list[str]) -> int:
     target = target_file(problem, args)
     _exploration(problem, args)
     if args.watch:
-        return cmd_watch(problem, target)
+        return watch.watch(problem, target)
     results = []
     if args.pythons:
         if args.repeat > 1:
@@ -170,13 +165,10 @@ def cmd_check(problem_id: str, argv: list[str]) -> int:
             continue
         if args.repeat > 1 and not args.json:
             console.print(f"run {i + 1}/{args.repeat}…", end="\r")
-        results.append(live_check(problem, target) if live else run_check(problem, target))
+        results.append(watch.live_check(problem, target) if live else run_check(problem, target))
     last = results[-1]
-    learner = is_learner_file(problem, target)  # only checks of mine/ change progress
-    advice = None
-    if learner:
-        advice = progress.repeat_advice(progress.record_check(problem.id, last), last,
-                                        problem.id)
+    learner = watch.is_learner_file(problem, target)  # only checks of mine/ change progress
+    advice = watch.record(problem, last) if learner else None
     if args.json:
         doc = _json(results)
         if learner:  # added: the problem's status after this check, as `status` says it
@@ -186,10 +178,7 @@ def cmd_check(problem_id: str, argv: list[str]) -> int:
     elif args.repeat > 1:
         console.print(render.repeat_view(results, problem))
     else:
-        console.print(render.result_view(last, problem, recorded=learner,
-                                         hints_seen=progress.hints_seen(problem.id)))
-        if advice:
-            console.print(advice, style="yellow")
+        watch.show(problem, last, learner, advice)
     return 0 if all(r.passed for r in results) else 1
 
 
@@ -198,115 +187,6 @@ def _say(args: argparse.Namespace):
     if args.json:
         return lambda text: None
     return lambda text: console.print(text, style="dim")
-
-
-def live_check(problem: manifest.Problem, target: Path) -> Result:
-    """``run_check`` with the checklist drawn live on a terminal: each checkpoint ticks as
-    it finishes, a spinner turns on the running one (redrawn ten times a second, so nothing
-    is silent for more than a tenth of a second).  The drawing goes once the run ends."""
-    from rich.live import Live
-
-    from workbook.run import Tally, iter_check
-    tally = Tally(problem)
-    started = time.monotonic()
-    importing = True
-
-    def frame():
-        return render.live_checklist(problem, tally.finished(limit=problem.time_limit),
-                                     time.monotonic() - started, importing=importing)
-
-    with Live(frame(), console=console, refresh_per_second=10, transient=True,
-              get_renderable=frame):
-        for item in iter_check(problem, target, poll=0.05):
-            if isinstance(item, Result):
-                return item
-            tally.add(item.record)
-            if item.record.event in ("collected", "import_error"):
-                importing = False
-    raise AssertionError("iter_check ends with its Result")  # pragma: no cover
-
-
-def is_learner_file(problem: manifest.Problem, target: Path) -> bool:
-    """True when ``target`` is the learner's own file of ``problem`` (mine/...)."""
-    mine = os.environ.get("WORKBOOK_MINE")  # the learner's directory (tests point it away)
-    own = Path(mine) / problem.learner_file.name if mine else problem.learner_file
-    try:
-        return Path(target).resolve() == own.resolve()
-    except OSError:
-        return False
-
-
-def cmd_watch(problem: manifest.Problem, target: Path) -> int:
-    """Check ``target`` now and again each time it is saved, until Ctrl-C (rustlings-style)."""
-    try:
-        import watchfiles
-    except ImportError:
-        raise UsageError("--watch needs watchfiles: run it through ./check.sh") from None
-    learner = is_learner_file(problem, target)
-    target = Path(target).resolve()
-
-    # Ctrl-C sets ``stop``, which the watcher looks at between its half-second waits, and
-    # interrupts a check only while one runs: leaving never depends on a signal reaching
-    # Python while the main thread sits in the watcher's native code.
-    stop, checking = threading.Event(), threading.Event()
-
-    def on_sigint(signum, frame) -> None:
-        stop.set()
-        if checking.is_set():
-            raise KeyboardInterrupt
-
-    def check_once() -> None:
-        console.clear()
-        checking.set()
-        try:
-            result = (live_check(problem, target) if console.is_terminal
-                      else run_check(problem, target))
-        finally:
-            checking.clear()
-        advice = None
-        if learner:
-            advice = progress.repeat_advice(progress.record_check(problem.id, result),
-                                            result, problem.id)
-        console.print(render.result_view(result, problem, recorded=learner,
-                                         hints_seen=progress.hints_seen(problem.id)))
-        if advice:
-            console.print(advice, style="yellow")
-        console.print(f"[dim]watching {render.shown_path(target)} · save to check again · "
-                      "Ctrl-C to leave[/dim]")
-
-    def signature() -> tuple[int, int] | None:
-        try:
-            st = target.stat()
-        except OSError:
-            return None
-        return st.st_mtime_ns, st.st_size
-
-    # A save that lands after a check but before the watcher is up sends no event; the
-    # file's signature, compared on every (half-second) timeout, catches it.
-    seen = signature()
-    previous = signal.signal(signal.SIGINT, on_sigint)
-    try:
-        check_once()
-        from workbook.tuning import WATCH_GROUP_MS, WATCH_QUIET_MS
-        # A burst of saves is one check: the changes are yielded once the file has been
-        # quiet for WATCH_QUIET_MS (watchfiles' ``step``), or after WATCH_GROUP_MS.
-        for changes in watchfiles.watch(target.parent, debounce=WATCH_GROUP_MS,
-                                        step=WATCH_QUIET_MS, rust_timeout=500,
-                                        yield_on_timeout=True, stop_event=stop,
-                                        raise_interrupt=False,
-                                        watch_filter=lambda _c, path: Path(path) == target):
-            if stop.is_set():
-                break
-            now = signature()
-            if now is not None and (changes or now != seen):
-                seen = now
-                check_once()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    console.print("[dim]stopped watching[/dim]")
-    return 0
 
 
 def _json(results: list[Result]) -> dict:

@@ -126,6 +126,15 @@ def test_the_workbook_modules_import_each_other_without_a_cycle():
     assert cycles(edges) == []
 
 
+def test_no_module_of_the_workbook_is_much_over_500_lines():
+    """A reader finds each job in one file (issue 21): a module that grows past ~500 lines is
+    doing more than one and gets split, as cli.py (watch.py) and testkit.py (a package) were."""
+    sizes = {module_name(path): len(path.read_text("utf-8").splitlines())
+             for path in PACKAGE.rglob("*.py")}
+    assert len(sizes) > 30
+    assert {name: n for name, n in sizes.items() if n > 550} == {}
+
+
 def test_the_lowest_layers_import_no_runner():
     """The errors and the report records sit below the runner: raising a usage error or
     reading a record never imports the runner (the old manifest ↔ run ↔ variants cycle)."""
