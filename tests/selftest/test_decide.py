@@ -232,3 +232,22 @@ def test_a_selector_with_an_fd_ready_could_move():
 
 def test_a_selector_frame_outside_a_select_call_is_leaving_it():
     assert classify("S", FUTEX, selector=True)[0] == "timed"
+
+
+def test_a_thread_started_but_not_yet_running_means_the_check_can_still_move(monkeypatch):
+    """``Thread.start()`` waits, parked, until the new thread runs; on a loaded machine that
+    lasts seconds.  The newborn is in threading's limbo with no ident yet: the look says it
+    is starting, so its parent is never called stuck (P04's cross-thread scenario was, once,
+    at load 10)."""
+    import threading
+
+    from workbook.stuck import observe
+
+    newborn = threading.Thread(target=lambda: None, name="newborn", daemon=True)
+    assert newborn.ident is None
+    monkeypatch.setattr(threading, "enumerate", lambda: [threading.current_thread(), newborn])
+    session = SimpleNamespace(watchers={}, watchers_lock=threading.Lock(), excluded=set(),
+                              background=set(), guards=set(), guards_lock=threading.Lock(),
+                              is_learner=lambda filename: False)
+    shot = observe.take_snapshot(session, threading.get_ident(), FAR)
+    assert shot.looks == [] and shot.why == "thread 'newborn' is starting"

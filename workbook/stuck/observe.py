@@ -147,7 +147,13 @@ def take_snapshot(session: Session, me: int, deadline: float) -> Snapshot:
     looks = []
     for thread in threading.enumerate():
         ident = thread.ident
-        if ident is None or ident == me or ident in session.excluded or ident in watchers:
+        if ident is None:
+            # Started but not running yet (in threading's limbo, where ``start()`` waits for
+            # it): it will run, so the check can still move.  Its parent, parked in
+            # ``start()``, is not stuck -- on a loaded machine that wait can last seconds.
+            why = why or f"thread '{thread.name}' is starting"
+            continue
+        if ident == me or ident in session.excluded or ident in watchers:
             continue
         if ident in session.background and thread is not threading.main_thread():
             continue
