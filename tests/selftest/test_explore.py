@@ -140,7 +140,8 @@ def test_a_constructor_that_takes_bool_is_caught_and_a_strict_int_check_is_allow
 def test_an_item_kept_by_someone_else_is_not_the_queues_doing():
     # The observer's case: a finished call's frame, or any outside holder, keeps a discarded
     # item alive; only a reference the queue (or its module) owns is the learner's.
-    from workbook.explore.p03_judge import Item, kept_alive
+    from workbook.explore.p03_judge import kept_alive
+    from workbook.explore.values import Item
 
     def history(item):
         put = Call(1, "put(obj1)", "put", (item, None, "obj"), call=0, ret=1,

@@ -11,7 +11,7 @@ from workbook.explore import p01, p01_judge
 from workbook.explore.oracle import Call
 from workbook.explore.p01_judge import Wakeup, fifo_order, same_cycle
 from workbook.explore.p01_scenario import Scenario, candidates, well_formed
-from workbook.explore.p03_judge import Item
+from workbook.explore.values import Item
 from workbook.explore.tokens import decode, encode
 
 REFERENCE = manifest.get("p01").solution_file

@@ -16,7 +16,7 @@ from workbook.explore.p01_judge import Wakeup
 from workbook.explore.p01_loop import Loop, Wrapper, awaiting_line, shut
 from workbook.explore.p01_scenario import FINAL_MAX, Scenario, get_args, op_label
 from workbook.explore.p03 import _name_primitives  # the sink's locks named as self.NAME
-from workbook.explore.p03_judge import Item, OddEq
+from workbook.explore.values import Item, OddEq
 from workbook.explore.sched import BASE, Abandon, Event, Scheduler, Task
 
 PROBLEM = "p01"
@@ -39,9 +39,7 @@ class Touchy(Item):
         raise ValueError(f"{self!r} cannot be compared, hashed or tested for truth")
 
     __eq__ = __ne__ = __lt__ = __bool__ = __hash__ = __len__ = _refuse  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"touchy{self.n}"
+    prefix = "touchy"
 
 
 FAULT_TYPES: dict[str, type[BaseException]] = {

@@ -23,7 +23,8 @@ from workbook.explore import driver, prims
 from workbook.explore.bounded import Choices
 from workbook.explore.driver import Outcome, Report
 from workbook.explore.oracle import Call
-from workbook.explore.p03_judge import Item, OddEq, judge, kept_alive
+from workbook.explore.p03_judge import judge, kept_alive
+from workbook.explore.values import Item, OddEq
 from workbook.explore.scenario import (BAD_CAPACITIES, Scenario, capacity_value, op_label,
                                        pairs, scenarios, systematic, timeout_value, triples)
 from workbook.explore.sched import Abandon, Scheduler

@@ -11,36 +11,9 @@ from typing import Any
 from workbook.explore.oracle import Call, Undecided, linearize, reachable
 from workbook.explore.scenario import Scenario
 from workbook.explore.sched import HORIZON, Scheduler
+from workbook.explore.values import Item
 
 EPS = 1e-6
-
-
-class Item:
-    """A queue item that can be weakly referenced (to see whether the queue keeps it)."""
-    __slots__ = ("n", "__weakref__")
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def __repr__(self) -> str:
-        return f"obj{self.n}"
-
-
-class OddEq(Item):
-    """An item equal to everything: a queue must hand back *this* object, not an equal one."""
-    __slots__ = ()
-
-    def __eq__(self, other: object) -> bool:
-        return True
-
-    def __ne__(self, other: object) -> bool:
-        return False
-
-    def __hash__(self) -> int:
-        return 0
-
-    def __repr__(self) -> str:
-        return f"odd{self.n}"
 
 
 def _huge(timeout: float | None) -> bool:

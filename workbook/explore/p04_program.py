@@ -38,34 +38,11 @@ from __future__ import annotations
 import weakref
 from typing import Any, Callable
 
+from workbook.explore.values import Item, OddEq
+
 #: Labels of values and exceptions made by a program (``obj3``, ``E2``).
 VALUES = ("0", "None", "False", "''", "obj", "odd")
 EXCS = ("E", "KI", "SE", "BE", "Return")
-
-
-class Item:
-    """A program value that is not a builtin: shown by its label."""
-    __slots__ = ("label", "__weakref__")
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-
-    def __repr__(self) -> str:
-        return self.label
-
-
-class OddEq(Item):
-    """Equal to everything, hashing alike: a loop must not look values up by equality."""
-    __slots__ = ()
-
-    def __eq__(self, other: object) -> bool:
-        return True
-
-    def __ne__(self, other: object) -> bool:
-        return False
-
-    def __hash__(self) -> int:
-        return 0
 
 
 class ProgramError(Exception):

@@ -21,7 +21,7 @@ import linecache
 import random
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 _real_lock = _thread.allocate_lock
