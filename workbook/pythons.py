@@ -103,14 +103,15 @@ def venv_python(interp: Interpreter, say: Callable[[str], None]) -> str:
 
 def combine(problem: manifest.Problem, runs: dict[str, Result]) -> Result:
     """One result from one run per interpreter: a checkpoint passes only where it passed on
-    all of them; a failure names the interpreters it failed on."""
+    all of them; a failure names the interpreters it failed on.  A failure is any status
+    but passed and not attempted (a graded run's checkpoint can also be incomplete)."""
     versions = list(runs)
     first = runs[versions[0]]
     checkpoints: list[CheckpointResult] = []
     by_id = {v: {c.id: c for c in runs[v].checkpoints} for v in versions}
     for cp in first.checkpoints:
         each = {v: by_id[v][cp.id] for v in versions}  # every run lists every checkpoint
-        failed = [v for v, c in each.items() if c.status == "failed"]
+        failed = [v for v, c in each.items() if c.status not in ("passed", "not_attempted")]
         worst = each[failed[0]] if failed else cp
         merged = replace(worst, seconds=max(c.seconds for c in each.values()),
                          notes=list(worst.notes), stuck=sum(c.stuck for c in each.values()))

@@ -11,6 +11,7 @@ import csv
 import fcntl
 import io
 import json
+import platform
 import re
 import shutil
 import os
@@ -52,6 +53,16 @@ def _forbidden() -> list[Path]:
 
 ISOLATION = detect(_forbidden())
 
+
+@pytest.fixture(scope="module", autouse=True)
+def one_python():
+    """Every batch here is judged under the grader's own Python alone, as on a machine with
+    one Python: these tests are about the sandbox, the judge and the gradebook, and judging
+    under each Python found (``grade``'s default) would multiply their runs by four.
+    Judging under several is ``test_grade_pythons.py``'s."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("WORKBOOK_PYTHONS", f"{sys.version_info[0]}.{sys.version_info[1]}")
+        yield
 
 
 def _imports_from(stage_dir: Path, module: str) -> str:
@@ -412,6 +423,14 @@ def test_the_battery_grades_to_the_end_with_exit_code_0(graded):
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert sorted(doc["rows"]) == sorted(bat.expected)
     assert doc["isolation"] == ISOLATION
+    # One Python here (``one_python``): said once, and every graded row names it.
+    release = platform.python_version()
+    assert doc["pythons"] == [{"version": release.rpartition(".")[0], "release": release,
+                               "executable": sys.executable}]
+    assert out.stderr.count(f"only Python {release} found") == 1
+    graded = [r["problems"]["p01"] for r in doc["rows"].values()
+              if r["problems"]["p01"]["seconds"]]
+    assert graded and all(e["pythons"] == [release] for e in graded)
 
 
 @pytest.mark.parametrize("name", _battery_names())
@@ -463,7 +482,9 @@ def test_csv_export_from_the_same_gradebook_skips_every_finished_pair(graded):
     lines = [",".join(row) for row in csv.reader(io.StringIO(csv_path.read_text()))]
     head = lines[0].split(",")
     assert head[:6] == ["submission", "status", "reasons", "total", "max_total", "percent"]
-    assert [cp.id for cp in P01.checkpoints] == head[-len(P01.checkpoints):]
+    checkpoints = head.index("p01 status") + 1
+    assert [cp.id for cp in P01.checkpoints] == head[checkpoints:][:len(P01.checkpoints)]
+    assert head[checkpoints + len(P01.checkpoints):] == ["pythons", "p01 lower on Python"]
     assert len(lines) == 1 + len(bat.expected)
     reference = next(line for line in lines if line.startswith("reference,"))
     assert reference.startswith("reference,ok,,100,100,100.0,100,ok")
@@ -648,11 +669,15 @@ def test_the_bundled_run_autograder_grades_the_submission_into_results_json(tmp_
     (base / "submission").mkdir()
     (base / "submission" / P01.learner_file.name).write_text(battery.reference(P01))
     env = {**os.environ, "AUTOGRADER_ROOT": str(base), "WORKBOOK_PYTHON": sys.executable}
+    env.pop("WORKBOOK_PYTHONS")  # the image's one Python is the script's choice, not ours
     out = subprocess.run([str(script)], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     doc = json.loads((base / "results" / "results.json").read_text())
     _check_results_json(doc, [P01])
     assert doc["score"] == 100
+    judged = json.loads((base / "results" / "gradebook.json").read_text())["pythons"]
+    assert [p["executable"] for p in judged] == [sys.executable]  # no other looked for
+    assert "preparing Python" not in out.stdout + out.stderr
 
 
 # -- refusing to grade without isolation; usage ---------------------------------------------
@@ -1100,7 +1125,8 @@ def test_fresh_keeps_each_earlier_result_until_its_pair_is_redone(tmp_path):
     limits = {"p01": Limits.for_wall(20)}
     book = gradebook.Gradebook(tmp_path / "g.json", [P01])
     done = _entry(passed=("p01.fifo",))
-    fp = f"{subs[0].fingerprint('p01')}:{harness['p01'].fingerprint}:20:{seed_for('p01')}"
+    fp = (f"{subs[0].fingerprint('p01')}:{harness['p01'].fingerprint}:20:{seed_for('p01')}"
+          f":{platform.python_version()}")  # judged under the grader's Python alone
     book.record("ann", "p01", done, fp)
     assert batch._plan(subs, [P01], book, limits, harness).todo == []  # resume: skipped
     plan = batch._plan(subs, [P01], book, limits, harness, fresh=True)

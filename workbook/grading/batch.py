@@ -2,7 +2,8 @@
 
 Plan every submission × problem (all ``pending`` in the gradebook at once, so an interrupt
 leaves unfinished work visibly unfinished), skip what an earlier run already finished with
-the same file, acceptance set and limit, grade the rest ``--jobs`` at a time, then export.
+the same file, acceptance set, limit, seed and interpreters, grade the rest ``--jobs`` runs
+at a time (one run per interpreter, ``interpreters``), then export.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from rich.table import Column, Table
 
 from workbook import manifest, run
 from workbook.errors import UsageError
-from workbook.grading import exports, similarity
+from workbook.grading import exports, interpreters, similarity
 from workbook.grading.discovery import Submission, discover
 from workbook.grading.gradebook import Entry, Gradebook, atomic_write
 from workbook.explore.driver import seed_for
@@ -101,6 +102,16 @@ def _parser() -> argparse.ArgumentParser:
                         help="the class list (a CSV whose first column, or column 'id', holds "
                              "each student's submission name): who is absent, who is unknown")
     parser.add_argument("--quiet", action="store_true", help="no progress, no summary")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--pythons", dest="one_python", action="store_false", default=False,
+                       help="judge every run under each supported Python found, 3.10-3.13 "
+                            "(the default): a checkpoint earns its points only when it "
+                            "passes under all of them")
+    which.add_argument("--one-python", dest="one_python", action="store_true",
+                       help="judge under the grader's own Python only (faster; a mistake "
+                            "of one Python version goes unseen)")
+    which.add_argument("--python", action="append", metavar="X.Y",
+                       help="judge under this version only (repeat it for several)")
     return parser
 
 
@@ -135,6 +146,7 @@ class Plan:
     done: int = 0             # pairs finished by this run
     failed: list[str] = field(default_factory=list)  # pairs the grader itself failed on
     seconds: float = 0.0      # how long grading them took
+    pythons: list[str] = field(default_factory=list)  # the releases each pair is judged by
 
 
 def main(argv: list[str]) -> int:
@@ -163,10 +175,15 @@ def _grade(args, stack: contextlib.ExitStack) -> int:
                            unpack_to=unpacked)
     if not submissions:
         raise UsageError(f"no submissions found in {args.submissions}")
-    iso = detect([p.solution_file for p in manifest.problems().values()])
+    judges = interpreters.choose(args.one_python, args.python, say=_note, warn=_warn)
+    forbidden = [p.solution_file for p in manifest.problems().values()]
+    iso = detect(forbidden)
     if iso == "none":
-        errors.print("[yellow]warning:[/yellow] not root: learner code runs as you (resource "
-                     "limits only; it could read solutions/ by path)")
+        _warn("not root: learner code runs as you (resource limits only; it could read "
+              "solutions/ by path)")
+    else:  # each other interpreter proves, like the grader's own, that it runs sandboxed
+        judges = interpreters.sandboxed(judges, iso, forbidden, strict=bool(args.python),
+                                        warn=_warn)
     limits = {p.id: Limits.for_wall(args.time_limit or p.time_limit) for p in problems}
     harness = {p.id: Harness.snapshot(p) for p in problems}
     remove_stale_stages()
@@ -179,11 +196,13 @@ def _grade(args, stack: contextlib.ExitStack) -> int:
         book = Gradebook(state, problems, {
             "submissions_dir": str(args.submissions.resolve()), "isolation": iso,
             "harness": {pid: h.fingerprint for pid, h in harness.items()},
-            "sandbox_uids": claim.uids})
+            "sandbox_uids": claim.uids, "pythons": [
+                {"version": j.version, "release": j.release, "executable": j.executable}
+                for j in judges]})
         book.keep_only({s.name for s in submissions})  # rows of vanished submissions go
         plan = _plan(submissions, problems, book, limits, harness, fresh=args.fresh,
-                     seed=args.seed)
-        interrupted = _run_plan(plan, book, limits, harness, iso, claim.uids, args)
+                     seed=args.seed, pythons=[j.release for j in judges])
+        interrupted = _run_plan(plan, book, limits, harness, iso, claim.uids, args, judges)
     exports.export(book, fmt, out, single=args.single, excel=args.excel,
                    messages=args.messages, visibility=args.visibility)
     extra = {"insight": exports.insight(book)}
@@ -219,6 +238,14 @@ def _grade(args, stack: contextlib.ExitStack) -> int:
     return 0
 
 
+def _note(text: str) -> None:
+    errors.print(f"[dim]note:[/dim] {shown(text)}")
+
+
+def _warn(text: str) -> None:
+    errors.print(f"[yellow]warning:[/yellow] {shown(text)}")
+
+
 @contextlib.contextmanager
 def _only_writer(state: Path):
     """Hold an exclusive lock beside the gradebook: two graders writing one gradebook would
@@ -234,16 +261,17 @@ def _only_writer(state: Path):
 
 
 def _plan(submissions, problems, book: Gradebook, limits, harness, fresh: bool = False,
-          seed: int | None = None) -> Plan:
+          seed: int | None = None, pythons: list[str] | None = None) -> Plan:
     """Every pair into the gradebook: finished ones kept, instant ones (not submitted,
     refused) recorded, the rest ``pending`` and queued.  ``fresh``: every pair is queued
     again, but a finished result stays in the gradebook until its pair is redone (an
     interrupted ``--fresh`` loses nothing)."""
-    plan = Plan()
+    plan = Plan(pythons=pythons or [interpreters.this_python().release])
+    judged_by = "+".join(plan.pythons)  # other interpreters: another grading
     for sub in submissions:
         for p in problems:
             fp = (f"{sub.fingerprint(p.id)}:{harness[p.id].fingerprint}:{limits[p.id].wall:g}"
-                  f":{seed_for(p.id, seed)}")  # another seed is another grading
+                  f":{seed_for(p.id, seed)}:{judged_by}")  # another seed too
             if fresh and p.id in sub.files and p.id not in sub.refused \
                     and book.finished(sub.name, p.id, fp):
                 plan.todo.append((sub, p, fp))  # redone; the old result shows until then
@@ -265,8 +293,10 @@ def _plan(submissions, problems, book: Gradebook, limits, harness, fresh: bool =
 
 
 def _run_plan(plan: Plan, book: Gradebook, limits, harness, iso: str, uids: list[int],
-              args) -> bool:
-    """Grade every queued pair; True if interrupted (finished pairs are saved)."""
+              args, judges: list[interpreters.GradingPython]) -> bool:
+    """Grade every queued pair, one run per interpreter, each run a task of its own (a
+    small class keeps every slot busy too); True if interrupted (finished pairs are
+    saved)."""
     if not plan.todo:
         return False
     started = time.monotonic()
@@ -276,32 +306,42 @@ def _run_plan(plan: Plan, book: Gradebook, limits, harness, iso: str, uids: list
                         BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         TimeRemainingColumn(), console=console,
                         disable=args.quiet or not console.is_terminal)
-    task = progress.add_task("collecting the acceptance sets…", total=len(plan.todo))
+    task = progress.add_task("collecting the acceptance sets…",
+                             total=len(plan.todo) * len(judges))
     slots = list(uids or [None] * args.jobs)  # each worker thread runs as one claimed uid
     slot = threading.local()
 
-    def work(sub: Submission, p: manifest.Problem) -> Entry | None:
+    def work(sub: Submission, p: manifest.Problem,
+             judge: interpreters.GradingPython) -> Entry | None:
         if stopping.is_set():
             return None
-        progress.update(task, description=f"{shown(sub.name)} · {p.id}")
-        return grade_pair(p, sub, trusted[p.id], harness[p.id], limits[p.id], iso, slot.uid,
-                          explore_seed=seed_for(p.id, args.seed))
+        progress.update(task, description=f"{shown(sub.name)} · {p.id}"
+                        + (f" · {judge.version}" if len(judges) > 1 else ""))
+        return grade_pair(p, sub, trusted[p.id, judge.version], harness[p.id], limits[p.id],
+                          iso, slot.uid, explore_seed=seed_for(p.id, args.seed), python=judge)
 
     pool = ThreadPoolExecutor(max_workers=args.jobs, thread_name_prefix="grade",
                               initializer=lambda: setattr(slot, "uid", slots.pop()))
     try:
         with progress, pool:
             try:
-                wanted = {p.id: p for _, p, _ in plan.todo}  # one collection a problem
+                # one collection a problem and interpreter
+                wanted = {(p.id, j.version): (p, j) for _, p, _ in plan.todo for j in judges}
                 trusted = dict(zip(wanted, pool.map(
-                    lambda p: trusted_collection(p, harness[p.id], iso, slot.uid),
-                    wanted.values())))
+                    lambda pj: trusted_collection(pj[0], harness[pj[0].id], iso, slot.uid,
+                                                  pj[1]), wanted.values())))
                 # Only this thread records: after an interrupt nothing more is, so a run
                 # the interrupt killed stays pending.
-                futures = {pool.submit(work, sub, p): (sub, p, fp) for sub, p, fp in plan.todo}
+                futures = {pool.submit(work, sub, p, j): (i, j.version)
+                           for i, (sub, p, _) in enumerate(plan.todo) for j in judges}
+                runs: dict[int, dict] = {}  # each pair's finished runs, by version
                 for future in as_completed(futures):
-                    _finished(plan, book, *futures[future], future, progress, args.quiet)
+                    i, version = futures[future]
+                    runs.setdefault(i, {})[version] = future
                     progress.advance(task)
+                    if len(runs[i]) == len(judges):  # the pair's last run: record it
+                        _finished(plan, book, *plan.todo[i], runs.pop(i), judges, progress,
+                                  args.quiet)
             except BaseException:
                 stopping.set()
                 pool.shutdown(wait=False, cancel_futures=True)
@@ -316,10 +356,13 @@ def _run_plan(plan: Plan, book: Gradebook, limits, harness, iso: str, uids: list
 
 
 def _finished(plan: Plan, book: Gradebook, sub: Submission, p: manifest.Problem, fp: str,
-              future, progress: Progress, quiet: bool) -> None:
+              futures: dict, judges: list[interpreters.GradingPython], progress: Progress,
+              quiet: bool) -> None:
+    """Record a pair whose every run (``futures``, by version) is done, combined."""
     plan.done += 1
     try:
-        entry = future.result()
+        entry = interpreters.combine(p, {j.version: futures[j.version].result()
+                                         for j in judges}, {j.version: j for j in judges})
     except Exception as exc:  # noqa: BLE001 - the grader's fault: report, go on
         entry = None
         line = f"could not grade {shown(sub.name)}/{p.id}: {type(exc).__name__}: {shown(exc)}"
@@ -387,7 +430,8 @@ def summary_view(book: Gradebook, plan: Plan, iso: str, out: Path) -> Table:
                    *map(_right, ("submitted", "passed", "errors", "pending", "mean score")),
                    caption=f"{len(rows)} submissions · {plan.done} of {len(plan.todo)} runs "
                            f"finished in {plan.seconds:.0f} s ({rate:.1f} runs/min) · "
-                           f"{plan.skipped} already graded, skipped · isolation: {iso} · {out}")
+                           f"{plan.skipped} already graded, skipped · isolation: {iso} · "
+                           f"{_judged_by(plan.pythons)} · {out}")
     for p in book.problems:
         entries = [e for e in (r.problems.get(p.id) for r in rows) if e is not None]
         finished = [e for e in entries if e.status in ("ok", "error")]
@@ -398,6 +442,11 @@ def summary_view(book: Gradebook, plan: Plan, iso: str, out: Path) -> Table:
                       str(sum(1 for e in finished if e.status == "error")), str(pending),
                       f"{mean:.1f} / {p.points}")
     return table
+
+
+def _judged_by(releases: list[str]) -> str:
+    return (f"Python {releases[0]}" if len(releases) == 1 else
+            f"each judged under Python {', '.join(releases)}")
 
 
 def insight_view(data: dict) -> Table:

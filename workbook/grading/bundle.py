@@ -45,9 +45,10 @@ mkdir -p "$base/results"
 rm -f "$results"
 cd "$base/source" || exit 1
 echo "workbook autograder: grading $base/submission (PROBLEMS)"
+# --one-python: the image has one Python (the venv's); no other is looked for or prepared.
 "$python" -m workbook grade "$base/submission" --single --format gradescope \\
     --out "$results" --gradebook "$base/results/gradebook.json" --problem PROBLEMS \\
-    --visibility VISIBILITY
+    --visibility VISIBILITY --one-python
 status=$?
 echo "workbook autograder: the grader exited with $status"
 if [ ! -s "$results" ]; then

@@ -44,7 +44,9 @@ def _cell(value: object) -> object:
 
 def csv_text(book: Gradebook, *, messages: bool = False) -> str:
     """One line per submission: status, reasons, total, percent, then per problem its score,
-    status and each checkpoint's points (and, with ``messages``, its failure message)."""
+    status and each checkpoint's points (and, with ``messages``, its failure message); last
+    (after every column an import may already map), the Pythons that judged the row and,
+    per problem, those it scored lower on than on another (``grade --pythons``)."""
     out = io.StringIO()
     writer = csv.writer(out)
     head = ["submission", "status", "reasons", "total", "max_total", "percent"]
@@ -52,6 +54,7 @@ def csv_text(book: Gradebook, *, messages: bool = False) -> str:
         head += [f"{p.id} score", f"{p.id} status"] + [cp.id for cp in p.checkpoints]
         if messages:
             head += [f"{cp.id} message" for cp in p.checkpoints]
+    head += ["pythons"] + [f"{p.id} lower on Python" for p in book.problems]
     writer.writerow(head)
     max_total = book.max_total
     for row in book.sorted_rows():
@@ -68,8 +71,24 @@ def csv_text(book: Gradebook, *, messages: bool = False) -> str:
                      *("" if blank else entry.points.get(cp.id, 0) for cp in p.checkpoints)]
             if messages:
                 line += [failed.get(cp.id, "") for cp in p.checkpoints]
+        entries = [_entry(row, p) for p in book.problems]
+        judged = {r for e in entries for r in e.pythons}
+        line += [" ".join(sorted(judged, key=_release_key)),
+                 *(" ".join(lower_on(e)) for e in entries)]
         writer.writerow([_cell(v) for v in line])
     return out.getvalue()
+
+
+def _release_key(release: str) -> tuple[int, ...]:
+    return tuple(int(part) if part.isdigit() else 0 for part in release.split("."))
+
+
+def lower_on(entry: Entry) -> list[str]:
+    """The Pythons (releases) ``entry`` scored lower on than on another: a mistake of a
+    version (empty when every interpreter gave the same score)."""
+    scores = entry.scores_by_python
+    best = max(scores.values(), default=0)
+    return [r for r in sorted(scores, key=_release_key) if scores[r] < best]
 
 
 def gradescope_results(row: Row, problems: list[manifest.Problem],

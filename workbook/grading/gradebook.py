@@ -50,6 +50,12 @@ class Entry:
     #: The seed the exploration checkpoint drew its scenarios from: ``./check.sh pNN FILE
     #: --seed N`` replays this grade's exploration (None: the problem explores nothing).
     explore_seed: int | None = None
+    #: The interpreters that judged it ("3.10.13", ...; ``grade --pythons``): a checkpoint
+    #: earned its points only when it passed under every one.  Empty: no run behind it.
+    pythons: list[str] = field(default_factory=list)
+    #: Each interpreter's own score, by release: where they differ, the mistake is one of a
+    #: version (the failed checkpoints' messages name it).
+    scores_by_python: dict[str, int] = field(default_factory=dict)
 
     @property
     def reason(self) -> str | None:

@@ -17,6 +17,7 @@ from workbook import manifest, run
 from workbook.grading import protocol
 from workbook.grading.discovery import Submission
 from workbook.grading.gradebook import Entry
+from workbook.grading.interpreters import GradingPython, this_python
 from workbook.grading.sandbox import outside, runner
 from workbook.grading.sandbox.channels import OUTPUT_TAIL
 from workbook.grading.sandbox.limits import Limits
@@ -59,25 +60,30 @@ class GradeError(Exception):
 _LAUNCHER = Path("workbook", "grading", "sandbox", "launch.py")
 
 
-def pytest_command(problem: manifest.Problem, stage: Stage,
-                   collect_only: bool = False) -> list[str]:
-    return [sys.executable, "-I", "-B", str(stage.dir / _LAUNCHER), str(stage.dir),
+def pytest_command(problem: manifest.Problem, stage: Stage, collect_only: bool = False,
+                   python: str = sys.executable) -> list[str]:
+    return [python, "-I", "-B", str(stage.dir / _LAUNCHER), str(stage.dir),
             "-p", "workbook.grading.sandbox.reporter", "-c", str(stage.dir / "pytest.ini"), "-s",
             *run.pytest_args(problem, stage.target, None, root=stage.dir),
             *(["--collect-only"] if collect_only else [])]
 
 
-def trusted_collection(problem: manifest.Problem, harness: Harness,
-                       iso: str, uid: int | None) -> list[tuple[str, str]]:
+def trusted_collection(problem: manifest.Problem, harness: Harness, iso: str,
+                       uid: int | None, python: GradingPython | None = None
+                       ) -> list[tuple[str, str]]:
     """The acceptance set's tests in run order, as (node id, checkpoint), collected with no
-    learner code at all: the yardstick every graded run is compared with."""
+    learner code at all (under ``python``, the grader's own by default): the yardstick every
+    graded run under that interpreter is compared with."""
+    python = python or this_python()
     placeholder = b'"""No learner code: the grader collects the tests."""\n'
     with Stage(harness, problem.module, placeholder, uid) as stage:
-        outcome = runner.run(stage, pytest_command(problem, stage, collect_only=True),
-                             Limits.for_wall(60), iso=iso, uid=uid)
+        outcome = runner.run(stage, pytest_command(problem, stage, collect_only=True,
+                                                   python=python.executable),
+                             Limits.for_wall(60), iso=iso, uid=uid, python=python.binds)
     items = [(r.nodeid, r.checkpoint) for r in outcome.records if isinstance(r, protocol.Item)]
     if not items or outcome.forged or outcome.violation or outcome.sandbox_error:
-        raise GradeError(f"cannot collect the acceptance set of {problem.id}: "
+        raise GradeError(f"cannot collect the acceptance set of {problem.id} under Python "
+                         f"{python.release}: "
                          f"{outcome.sandbox_error or outcome.output[-800:] or 'no tests'}")
     missing = {cp.id for cp in problem.checkpoints} - {cp for _, cp in items}
     if missing:
@@ -172,9 +178,12 @@ def judge(problem: manifest.Problem, outcome: runner.Outcome,
 
 def grade_pair(problem: manifest.Problem, sub: Submission, trusted: list[tuple[str, str]],
                harness: Harness, limits: Limits, iso: str,
-               uid: int | None, explore_seed: int | None = None) -> Entry:
-    """Stage, run and judge one submission's file for ``problem``.  Raises only for the
-    grader's own failures (``runner.run`` never raises for what learner code does)."""
+               uid: int | None, explore_seed: int | None = None,
+               python: GradingPython | None = None) -> Entry:
+    """Stage, run and judge one submission's file for ``problem`` under ``python`` (the
+    grader's own by default).  Raises only for the grader's own failures (``runner.run``
+    never raises for what learner code does)."""
+    python = python or this_python()
     path = sub.files[problem.id]
     try:
         source, helpers = sub.read(path), sub.helpers(problem.id)
@@ -183,8 +192,9 @@ def grade_pair(problem: manifest.Problem, sub: Submission, trusted: list[tuple[s
     display = path.name if path == sub.path or path in sub.extra_paths \
         else str(Path(sub.name) / path.relative_to(sub.path))
     with Stage(harness, problem.module, source, uid, helpers=helpers) as stage:
-        outcome = runner.run(stage, pytest_command(problem, stage), limits, iso=iso, uid=uid,
-                             explore_seed=explore_seed)
+        outcome = runner.run(stage, pytest_command(problem, stage, python=python.executable),
+                             limits, iso=iso, uid=uid, explore_seed=explore_seed,
+                             python=python.binds)
         if outcome.sandbox_error:
             raise GradeError(f"the sandbox failed: {outcome.sandbox_error}")
         entry = judge(problem, outcome, trusted, limits, display, stage.dir, stage.target)

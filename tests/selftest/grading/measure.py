@@ -3,6 +3,7 @@
     python -m tests.selftest.grading.measure [--count 40] [--jobs 2] [--out DIR]
                                              [--kill-after 0.5] [--clean-run] [--oracle]
                                              [--mix all|typical] [--throughput-only]
+                                             [--compare-pythons ROUNDS]
 
 1. builds ``--count`` submissions across every problem that exists (``battery.build``);
 2. grades them with ``--jobs N`` and SIGKILLs the grader once about ``--kill-after`` of the
@@ -10,7 +11,9 @@
 3. grades again (resume): nothing finished is redone; every row must be as expected;
 4. ``--clean-run``: one more uninterrupted ``--fresh`` batch, for a clean throughput figure;
 ``--mix typical``: no hostile files (the honest and typical wrong class); ``--throughput-only``:
-skip 2 and 3 (only the clean run).
+skip 2 and 3 (only the clean run).  ``--compare-pythons N``: instead, N rounds of two clean
+runs side by side, ``--one-python`` then ``--pythons`` (every interpreter found), and the
+ratio of their throughputs.
 
 5. ``--oracle``: each pitfall pair must match, checkpoint by checkpoint, an unsandboxed
    ``run_check`` of the original pitfall file.
@@ -81,6 +84,8 @@ def _main(argv: list[str] | None, markers: list[str]) -> int:
                         help="typical: no hostile submissions")
     parser.add_argument("--throughput-only", action="store_true",
                         help="only the clean run (implies --clean-run)")
+    parser.add_argument("--compare-pythons", type=int, metavar="ROUNDS", default=0,
+                        help="only clean runs: ROUNDS × (--one-python, then --pythons)")
     args = parser.parse_args(argv)
     out = args.out or Path(tempfile.mkdtemp(prefix="workbook-battery-"))
     problems = list(manifest.problems().values())
@@ -96,6 +101,8 @@ def _main(argv: list[str] | None, markers: list[str]) -> int:
           f"pairs, {submitted} to run; isolation {iso}; in {out}")
     state = out / "gradebook.json"
     failures: list[str] = []
+    if args.compare_pythons:
+        return _report(_compare_pythons(args, bat, out, problems, pairs, submitted))
     if args.throughput_only:
         return _report(_clean_run(args, bat, out, problems, pairs, submitted, failures)[1])
 
@@ -181,13 +188,32 @@ def _main(argv: list[str] | None, markers: list[str]) -> int:
     return _report(failures)
 
 
+def _compare_pythons(args, bat, out: Path, problems, pairs: int,
+                     submitted: int) -> list[str]:
+    """Clean runs under the grader's Python alone and under every one found, alternated in
+    one sitting; their pairs a minute and the ratio."""
+    failures: list[str] = []
+    rates: dict[str, list[float]] = {"--one-python": [], "--pythons": []}
+    for _ in range(args.compare_pythons):
+        for flag, figures in rates.items():
+            doc, failures = _clean_run(args, bat, out, problems, pairs, submitted, failures,
+                                       flag)
+            figures.append(doc["_pairs_per_min"])
+    one, all_ = (sum(v) / len(v) for v in rates.values())
+    print(f"pythons: {', '.join(p['release'] for p in doc['pythons'])}; pairs a minute, "
+          f"--one-python {rates['--one-python']} vs --pythons {rates['--pythons']}: "
+          f"--pythons grades at {all_ / one:.2f}× the pace of one Python "
+          f"({one / all_:.2f}× the time)")
+    return failures
+
+
 def _clean_run(args, bat, out: Path, problems, pairs: int, submitted: int,
-               failures: list[str]) -> tuple[dict, list[str]]:
+               failures: list[str], *flags: str) -> tuple[dict, list[str]]:
     """One uninterrupted ``--fresh`` batch: the throughput figure."""
     started = time.monotonic()
     cpu = _children_cpu()
     clean = subprocess.run(_command(bat.submissions, out / "clean.json", args.jobs,
-                                    "--fresh", "--quiet"), cwd=ROOT,
+                                    "--fresh", "--quiet", *flags), cwd=ROOT,
                            capture_output=True, text=True)
     seconds = time.monotonic() - started
     cpu = _children_cpu() - cpu  # the whole batch: grader, sandboxes, pytest processes
@@ -198,7 +224,9 @@ def _clean_run(args, bat, out: Path, problems, pairs: int, submitted: int,
     inside = sum(e.get("cpu") or 0 for r in doc["rows"].values() for e in r["problems"].values())
     outside = [e["reason"] for r in doc["rows"].values() for e in r["problems"].values()
                if "outside view" in str(e.get("reason"))]
-    print(f"clean run (--fresh, --jobs {args.jobs}, mix {args.mix}): {pairs} pairs, "
+    doc["_pairs_per_min"] = round(len(runs) / seconds * 60, 1)  # for _compare_pythons
+    shown = "".join(f", {flag}" for flag in flags)
+    print(f"clean run (--fresh, --jobs {args.jobs}, mix {args.mix}{shown}): {pairs} pairs, "
           f"{len(runs)} runs in {seconds:.0f} s → {len(runs) / seconds * 60:.1f} runs/min "
           f"({pairs / seconds * 60:.1f} pairs/min); mean run {sum(runs) / len(runs):.2f} s; "
           f"CPU {cpu:.0f} s outside the runs' namespaces, {inside:.0f} s in the runs' "

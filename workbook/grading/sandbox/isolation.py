@@ -10,6 +10,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Sequence
 
 from workbook import ROOT
 from workbook.grading.sandbox import IsolationError
@@ -60,19 +61,32 @@ def detect(forbidden: list[Path]) -> str:
     raise IsolationError("cannot isolate learner code: " + "; ".join(problems))
 
 
-def _probe(mode: str, forbidden: list[Path], uid: int | None) -> str | None:
+def probe(mode: str, forbidden: list[Path], python: str,
+          binds: Sequence[str] = ()) -> str | None:
+    """None if ``python`` (another interpreter than the grader's, with its folders
+    ``binds``) runs in the sandbox ``mode`` that ``detect`` chose and reads no forbidden
+    file there; else why not."""
+    try:
+        with UidClaim(1) as claim:
+            return _probe(mode, forbidden, (claim.uids or [None])[0], python, binds)
+    except IsolationError as exc:
+        return str(exc)
+
+
+def _probe(mode: str, forbidden: list[Path], uid: int | None, python: str = sys.executable,
+           binds: Sequence[str] = ()) -> str | None:
     """None if a run at this level works and reads no forbidden file; else why not."""
     modules = [p.stem for p in forbidden if p.parent.name == "solutions"]
-    argv = [sys.executable, "-I", "-S", "-c", _PROBE, json.dumps([str(p) for p in forbidden]),
+    argv = [python, "-I", "-S", "-c", _PROBE, json.dumps([str(p) for p in forbidden]),
             json.dumps(str(ROOT)), json.dumps(modules)]
     with Stage(Harness(()), "probe", b"", uid) as stage:
-        out = run(stage, argv, Limits.for_wall(30), iso=mode, uid=uid)
+        out = run(stage, argv, Limits.for_wall(30), iso=mode, uid=uid, python=binds)
     if out.timed_out:
         return "the probe did not finish"
     lines = out.output.strip().splitlines()
     if out.sandbox_error and "Permission denied" in out.sandbox_error and uid is not None \
             and mode != "bwrap":
-        return (f"{out.sandbox_error}: the sandbox uid cannot run {sys.executable} (a Python "
+        return (f"{out.sandbox_error}: the sandbox uid cannot run {python} (a Python "
                 "under a private home such as /root?). Install bubblewrap (it binds the "
                 "interpreter in as root), or grade with a Python every user can run "
                 "(WORKBOOK_PYTHON=/usr/bin/python3 ./check.sh grade …, or one under /opt)")

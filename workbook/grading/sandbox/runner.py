@@ -13,6 +13,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from workbook.grading import protocol
 from workbook.grading.sandbox.cgroups import RunGroup
@@ -53,11 +54,12 @@ _STOPPING = threading.Event()  # kill_all() was called: a run that starts after 
 
 
 def run(stage: Stage, argv: list[str], limits: Limits, *, iso: str, uid: int | None,
-        explore_seed: int | None = None) -> Outcome:
+        explore_seed: int | None = None, python: Sequence[str] = ()) -> Outcome:
     """Run ``argv`` (pytest, or the probe) on ``stage`` inside the sandbox (``iso``: what
     ``detect`` found), as ``uid`` (claimed with ``UidClaim``; None when not root); never
     raises for anything the learner code does.  ``explore_seed``: the seed the exploration
-    checkpoint draws its scenarios from (recorded in the gradebook)."""
+    checkpoint draws its scenarios from (recorded in the gradebook).  ``python``: the folders
+    the sandbox binds for ``argv``'s interpreter when it is not the grader's own."""
     started = time.monotonic()
     key = secrets.token_bytes(32)
     token = secrets.token_hex(12)  # marks every process of this run (found by sweep)
@@ -89,7 +91,7 @@ def run(stage: Stage, argv: list[str], limits: Limits, *, iso: str, uid: int | N
     try:
         proc = subprocess.Popen(command(iso, uid, stage, limits, argv,
                                            [str(d) for d in group.dirs] if group else [],
-                                           status_w),
+                                           status_w, python),
                                 stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w,
                                 pass_fds=(report_w, key_r, status_w), env=env,
                                 start_new_session=True)
