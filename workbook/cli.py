@@ -62,7 +62,7 @@ def _check_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--watch", action="store_true",
                         help="check again each time the file is saved (Ctrl-C to leave)")
     parser.add_argument("--explore", type=float, metavar="SECONDS",
-                        help="let the exploration checkpoint search this long (P03)")
+                        help="let the exploration checkpoint search this long")
     parser.add_argument("--pythons", action="store_true",
                         help="check under every supported Python found (3.10-3.13); a "
                              "checkpoint passes only if it passes on all of them")
