@@ -18,19 +18,12 @@ from pathlib import Path
 
 
 from workbook import ROOT, book_sections, manifest, progress, render, variants, view, watch
-from workbook.errors import UsageError
+from workbook.errors import ArgumentParser, UsageError
 from workbook.run import Result, run_check
 from workbook.terminal import console, errors
 
 COMMANDS = ("all", "list", "status", "hint", "book", "demo", "bench", "grade",
             "gradescope-bundle", "selftest", "mutate", "serve", "site", "new")
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one short line (exit code 2), not the usage block."""
-
-    def error(self, message: str):  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message} (--help for usage)")
 
 
 def _problem(problem_id: str) -> manifest.Problem:
@@ -44,7 +37,7 @@ def _problem(problem_id: str) -> manifest.Problem:
 # -- checks ---------------------------------------------------------------------------------
 
 def _check_parser(prog: str) -> argparse.ArgumentParser:
-    parser = _Parser(prog=prog, description="Run a problem's acceptance set.")
+    parser = ArgumentParser(prog=prog, description="Run a problem's acceptance set.")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--file", type=Path, help="check this file instead of mine/")
     which.add_argument("--solution", action="store_true", help="check the reference solution")
@@ -218,7 +211,7 @@ def _json(results: list[Result]) -> dict:
 
 
 def cmd_all(argv: list[str]) -> int:
-    parser = _Parser(prog="check.sh all", description="Check every problem.")
+    parser = ArgumentParser(prog="check.sh all", description="Check every problem.")
     parser.add_argument("--solution", action="store_true")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--pythons", action="store_true",
@@ -261,8 +254,8 @@ def cmd_status(argv: list[str]) -> int:
 
 
 def cmd_hint(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="check.sh hint",
-                                     description="Show the next unseen hint level.")
+    parser = ArgumentParser(prog="check.sh hint",
+                            description="Show the next unseen hint level.")
     parser.add_argument("problem")
     parser.add_argument("level", nargs="?", type=int, choices=(1, 2, 3))
     args = parser.parse_args(argv)
@@ -283,7 +276,7 @@ def cmd_hint(argv: list[str]) -> int:
 
 
 def cmd_book(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="check.sh book", description="Read a chapter.")
+    parser = ArgumentParser(prog="check.sh book", description="Read a chapter.")
     parser.add_argument("problem", help="pNN, or 'designs' for the closing chapter")
     parser.add_argument("--answers", action="store_true", help="open every answer fold")
     parser.add_argument("--section", metavar="NAME",

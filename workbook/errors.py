@@ -5,6 +5,8 @@ here, below every other module, so that raising one never imports the runner.
 """
 from __future__ import annotations
 
+import argparse
+
 
 class UsageError(Exception):
     """Bad input from the command line: exit code 2."""
@@ -20,3 +22,11 @@ class ManifestError(ValueError):
 
 class ReportError(ValueError):
     """A report record that is not part of the report's schema (or of another version)."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one short line (exit code 2), not the usage block:
+    every command's parser is one of these."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message} (--help for usage)")

@@ -34,7 +34,7 @@ import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 if sys.version_info >= (3, 11):
@@ -43,7 +43,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 from workbook import ROOT, manifest
-from workbook.errors import UsageError
+from workbook.errors import ArgumentParser, UsageError
 from workbook.run import Result, run_check
 
 DEFAULT_OUT = ROOT / ".workbook" / "mutate"
@@ -415,7 +415,7 @@ def run(problem: manifest.Problem, *, jobs: int = 2, k: int | None = None,
 # -- the command ----------------------------------------------------------------------------
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="check.sh mutate",
         description="Mutation testing of a reference solution against its acceptance set.")
     parser.add_argument("problem")

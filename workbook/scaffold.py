@@ -8,12 +8,11 @@ the problem is written, so ``./check.sh selftest -k pNN`` shows what is left, ru
 """
 from __future__ import annotations
 
-import argparse
 import re
 from pathlib import Path
 
 from workbook import ROOT, manifest, shown_path
-from workbook.errors import UsageError
+from workbook.errors import ArgumentParser, UsageError
 
 MARKER = "TODO(scaffold)"
 
@@ -142,8 +141,8 @@ def scaffold(pid: str, name: str, root: Path = ROOT) -> list[Path]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="check.sh new",
-                                     description="Write the stubs of a new problem.")
+    parser = ArgumentParser(prog="check.sh new",
+                            description="Write the stubs of a new problem.")
     parser.add_argument("problem", help="its id, p and two digits (p05)")
     parser.add_argument("name", help="the class the learner writes (CamelCase)")
     args = parser.parse_args(argv)

@@ -120,6 +120,19 @@ def test_bad_input_is_a_usage_error_with_exit_2(args, needle):
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.parametrize("command", [
+    ("grade", "folder"), ("gradescope-bundle", "out.zip"), ("serve",), ("site", "out"),
+    ("new", "p05", "name"), ("mutate", "p01"), ("demo", "p02"), ("hint", "p01"), ("book", "p01"),
+    ("all",), ("p01",)])
+def test_every_commands_unknown_option_is_one_line_with_exit_2(command):
+    """Each command's parser says a bad option in one line, never argparse's usage block."""
+    out = cli(*command, "--no-such-option")
+    assert out.returncode == 2, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "unrecognized arguments: --no-such-option" in lines[0], lines
+    assert "usage:" not in out.stderr
+
+
 def test_list_shows_every_problem():
     out = cli("list")
     assert out.returncode == 0

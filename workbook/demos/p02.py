@@ -21,7 +21,6 @@ to show itself: a change of state in memory does not wake a wait on sockets.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import selectors
 import socket
@@ -31,6 +30,7 @@ import time
 from rich.console import Console
 
 from workbook.demos import race
+from workbook.errors import ArgumentParser
 
 
 def _kernel_wait(native_id: int | None) -> str:
@@ -275,9 +275,9 @@ def main(argv: list[str] | None = None) -> int:
         return race_main(argv[1:])
     if argv and argv[0] == "facts":
         return facts_main(argv[1:])
-    parser = argparse.ArgumentParser(prog="check.sh demo p02",
-                                     description="Watch a thread in select() ignore an "
-                                                 "Event and wake on one control byte.")
+    parser = ArgumentParser(prog="check.sh demo p02",
+                            description="Watch a thread in select() ignore an "
+                                        "Event and wake on one control byte.")
     parser.add_argument("--window", type=float, default=0.5,
                         help="how long to watch after Event.set() (seconds, default 0.5)")
     args = parser.parse_args(argv or [])

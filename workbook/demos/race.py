@@ -19,11 +19,13 @@ from typing import Callable
 from rich.console import Console
 from rich.table import Table
 
+from workbook.errors import ArgumentParser
+
 Variant = Callable[[int], int]  # runs n trials, returns in how many the mistake bit
 
 
 def parser(prog: str, description: str, trials: int) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=description)
+    p = ArgumentParser(prog=prog, description=description)
     p.add_argument("-n", "--trials", type=int, default=trials,
                    help=f"trials per variant (default {trials})")
     p.add_argument("--switch-interval", type=float, default=None, metavar="SECONDS",

@@ -29,7 +29,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColum
 from rich.table import Column, Table
 
 from workbook import manifest, run
-from workbook.errors import UsageError
+from workbook.errors import ArgumentParser, UsageError
 from workbook.grading import exports, interpreters, similarity
 from workbook.grading.discovery import Submission, discover
 from workbook.grading.gradebook import Entry, Gradebook, atomic_write
@@ -61,7 +61,7 @@ def default_jobs() -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="check.sh grade", description="Grade a folder of submissions in a sandbox.")
     parser.add_argument("submissions", type=Path, help="a folder of submissions (folders or "
                         ".py files); with --single, one submission")

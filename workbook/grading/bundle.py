@@ -9,7 +9,6 @@ bundle was built with, ``setup.sh`` (Gradescope runs it once per image) and
 """
 from __future__ import annotations
 
-import argparse
 import io
 import zipfile
 from importlib import metadata
@@ -20,6 +19,7 @@ from rich.console import Console
 from workbook import ROOT, manifest
 from workbook.grading.gradebook import atomic_write
 from workbook.grading.sandbox.stage import staged_files
+from workbook.errors import ArgumentParser
 
 SETUP_SH = """#!/usr/bin/env bash
 # Gradescope runs this once when it builds the autograder image.
@@ -89,8 +89,8 @@ def bundle_files(problems: list[manifest.Problem],
 def main(argv: list[str]) -> int:
     from workbook.grading.batch import select
 
-    parser = argparse.ArgumentParser(prog="check.sh gradescope-bundle",
-                                     description="Build a Gradescope autograder zip.")
+    parser = ArgumentParser(prog="check.sh gradescope-bundle",
+                            description="Build a Gradescope autograder zip.")
     parser.add_argument("out", type=Path, help="the zip to write, e.g. autograder.zip")
     parser.add_argument("--problem", nargs="+", action="extend", metavar="pNN",
                         help="only these problems (default: all)")

@@ -1,7 +1,6 @@
 """``./check.sh serve [--port N] [--no-open]``: the workbook as a local web app."""
 from __future__ import annotations
 
-import argparse
 import os
 import secrets
 import socket
@@ -9,6 +8,7 @@ import sys
 import threading
 import webbrowser
 from pathlib import Path
+from workbook.errors import ArgumentParser
 
 DEFAULT_PORT = 8765
 
@@ -42,8 +42,8 @@ def _can_open_browser() -> bool:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="check.sh serve",
-                                     description="Read, reveal hints and run checks in the browser.")
+    parser = ArgumentParser(prog="check.sh serve",
+                            description="Read, reveal hints and run checks in the browser.")
     parser.add_argument("--port", type=int, help=f"port on 127.0.0.1 (default {DEFAULT_PORT}, "
                                                  "or any free one if that is taken; 0: any)")
     parser.add_argument("--no-open", action="store_true", help="do not open a browser")

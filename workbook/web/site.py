@@ -7,7 +7,6 @@ page names the command to run.  No progress, no token, no server.
 """
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from workbook import manifest
 from workbook.render import shown_path
 from workbook.web import html, pages
 from workbook.web.app import STATIC, environment
+from workbook.errors import ArgumentParser
 
 
 def build(out: Path) -> list[Path]:
@@ -53,8 +53,8 @@ def build(out: Path) -> list[Path]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="check.sh site",
-                                     description="Write the book as static HTML.")
+    parser = ArgumentParser(prog="check.sh site",
+                            description="Write the book as static HTML.")
     parser.add_argument("out", type=Path, metavar="OUT_DIR")
     args = parser.parse_args(argv)
     written = build(args.out)
