@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from workbook.stuck.decide import Progress, classify, deadlocked, decide, hogging
+from workbook.stuck.decide import Progress, classify, deadlocked, decide, hogging, spins
 from workbook.stuck.model import Held, Snapshot, ThreadLook
 from workbook.stuck.procfs import Call
 from workbook.tuning import CONFIRM, CONFIRM_LOOKS, CYCLE_LOOK, HOLD_CONFIRM, LOOK_INTERVAL
@@ -251,3 +251,23 @@ def test_a_thread_started_but_not_yet_running_means_the_check_can_still_move(mon
                               is_learner=lambda filename: False)
     shot = observe.take_snapshot(session, threading.get_ident(), FAR)
     assert shot.looks == [] and shot.why == "thread 'newborn' is starting"
+
+
+# -- spinning, from the clocks of one watched thread ------------------------------------------
+
+def test_a_spinner_on_a_crowded_machine_spins_though_it_got_a_tenth_of_a_cpu():
+    # 3.4 s watched at load 20 on 2 cores: 0.3 s of CPU, the rest runnable, waiting for one
+    assert spins(used=0.3, wanted=3.3, elapsed=3.4, moved=68, looks=68)
+
+
+def test_a_short_sleep_loop_on_a_crowded_machine_is_not_spinning():
+    # a 50 ms time.sleep loop at load 15: each wake-up waits for a CPU, so it "wanted" one
+    # at every look, but it ran for microseconds and was asleep in time.sleep at most looks
+    assert not spins(used=0.004, wanted=3.0, elapsed=3.4, moved=68, looks=68, slept=60)
+    assert not spins(used=0.004, wanted=3.0, elapsed=3.4, moved=68, looks=68)  # no CPU got
+    assert not spins(used=0.3, wanted=3.3, elapsed=3.4, moved=68, looks=68, slept=60)
+
+
+def test_a_thread_that_wanted_a_cpu_at_few_looks_is_not_spinning():
+    assert not spins(used=0.3, wanted=0.3, elapsed=3.4, moved=20, looks=68)
+    assert not spins(used=0.0, wanted=0.0, elapsed=0.0, moved=0, looks=0)

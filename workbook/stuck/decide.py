@@ -22,7 +22,7 @@ from typing import Any, Iterable, Mapping
 from workbook.stuck.model import Snapshot, ThreadLook
 from workbook.stuck.procfs import SELECT_CALLS, Call
 from workbook.tuning import (CONFIRM, CONFIRM_LOOKS, CYCLE_LOOK, HOLD_CONFIRM, LOOK_INTERVAL,
-                             STILL_CPU)
+                             SPINNING_CPU, SPINNING_SHARE, SPINNING_STEADY, STILL_CPU)
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,20 @@ def classify(kstate: str | None, call: Call | None, *, selector: bool = False,
         # returns into learner code that goes on, so it may well be progress.
         return ("bound" if harness_bound and not learner else "timed"), f"a timed {call.name}"
     return "parked", ""
+
+
+def spins(*, used: float, wanted: float, elapsed: float, moved: int, looks: int,
+          slept: int = 0) -> bool:
+    """Whether a thread watched for ``elapsed`` seconds spun: it wanted a CPU (``moved``) at
+    nearly every one of ``looks`` looks, for a fair share of the time (``wanted``: CPU used
+    plus time runnable waiting for one -- on a crowded machine a spinner spends most of its
+    time waiting), and it did get some CPU (``used``).  A thread asleep in ``time.sleep`` at
+    most looks (``slept``) is slow, not spinning, however long each wake-up waited for a CPU:
+    at load 15 a 50 ms sleep loop wants a CPU at every look yet uses almost none."""
+    if elapsed <= 0 or looks <= 0 or 2 * slept > looks:
+        return False
+    return (moved >= SPINNING_STEADY * looks and used >= SPINNING_CPU / 4
+            and wanted >= max(SPINNING_SHARE * elapsed, SPINNING_CPU))
 
 
 def deadlocked(snap: Snapshot, *, with_only: bool = True) -> Snapshot | None:

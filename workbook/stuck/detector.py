@@ -20,13 +20,12 @@ from typing import Any, Callable
 
 from workbook.stuck import frames as fr
 from workbook.stuck.code import real, source_line
-from workbook.stuck.decide import Progress, decide
+from workbook.stuck.decide import Progress, decide, spins
 from workbook.stuck.explain import asleep_in_sleep, diagnose, sleep_seconds, slow_sentence
 from workbook.stuck.model import Snapshot, Verdict
 from workbook.stuck.observe import take_snapshot
 from workbook.stuck.procfs import children_alive, thread_cpu_seconds, thread_demand_seconds
-from workbook.tuning import (HOLD_CONFIRM, LOOK_INTERVAL, SPINNING_CPU, SPINNING_SHARE,
-                             SPINNING_STEADY, STILL_CPU)
+from workbook.tuning import HOLD_CONFIRM, LOOK_INTERVAL, STILL_CPU
 
 
 @dataclass
@@ -215,13 +214,9 @@ class Watch:
                 continue
             used = self.last_cpu.get(thread, 0.0) - self.cpu_start.get(thread, 0.0)
             wanted = self.last_demand.get(thread, 0.0) - self.demand_start.get(thread, 0.0)
-            # Spinning: it wanted a CPU at nearly every look (a parked thread never does) and
-            # for a fair share of the wait.  Its demand, not its CPU, is measured: on a
-            # crowded machine a spinner spends most of its time runnable, waiting for a CPU.
-            steady = self.moved.get(thread, 0) >= SPINNING_STEADY * max(
-                1, self.looks_at.get(thread, 0) - 1)
-            if elapsed <= 0 or not steady or not counts or used < SPINNING_CPU / 4 or \
-                    wanted < max(SPINNING_SHARE * elapsed, SPINNING_CPU):
+            if not counts or not spins(used=used, wanted=wanted, elapsed=elapsed,
+                                       moved=self.moved.get(thread, 0),
+                                       looks=max(1, self.looks_at.get(thread, 0) - 1)):
                 continue
             site = max(counts, key=counts.get)
             filename, _, line = site.rpartition(":")

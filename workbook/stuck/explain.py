@@ -9,6 +9,7 @@ from workbook.stuck import frames as fr
 from workbook.stuck.code import code_only, is_kit, is_stdlib
 from workbook.stuck.decide import deadlocked
 from workbook.stuck.model import Snapshot, ThreadLook, Verdict
+from workbook.stuck.procfs import SLEEP_CALLS
 
 Hook = Callable[[Snapshot], list]
 
@@ -90,9 +91,6 @@ def _describe(look: ThreadLook, looks: list[ThreadLook], is_learner) -> list[str
 
 
 # -- threads that are slow, not stuck -------------------------------------------------------
-
-#: The system calls ``time.sleep`` blocks in (3.11+ sleeps until an absolute time).
-SLEEP_CALLS = ("clock_nanosleep", "nanosleep")
 
 
 def asleep_in_sleep(look: ThreadLook) -> bool:

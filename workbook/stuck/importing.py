@@ -19,10 +19,10 @@ from typing import Callable
 
 from workbook.stuck import frames as fr
 from workbook.stuck.code import code_only, shown
-from workbook.stuck.procfs import (SELECT_CALLS, kernel_state, syscall, thread_cpu_seconds,
-                                   thread_demand_seconds)
-from workbook.tuning import (IMPORT_GIVE_UP, IMPORT_PATIENCE, LOOK_INTERVAL, SPINNING_CPU,
-                             SPINNING_SHARE, SPINNING_STEADY, STILL_CPU)
+from workbook.stuck.decide import spins
+from workbook.stuck.procfs import (SELECT_CALLS, SLEEP_CALLS, kernel_state, syscall,
+                                   thread_cpu_seconds, thread_demand_seconds)
+from workbook.tuning import IMPORT_GIVE_UP, IMPORT_PATIENCE, LOOK_INTERVAL, STILL_CPU
 
 
 class ImportWatch:
@@ -61,8 +61,9 @@ class ImportWatch:
         return os.path.realpath(filename) == self.target
 
     def _run(self) -> None:
-        looks = moved = still = 0  # looks taken; at how many it wanted a CPU; still in a row
-        first_cpu = thread_cpu_seconds(self.main)
+        # looks taken; at how many it wanted a CPU; in time.sleep; still in a row
+        looks = moved = slept = still = 0
+        first_cpu = last_cpu = thread_cpu_seconds(self.main)
         # CPU used plus time runnable waiting for a CPU: what a spinner keeps wanting however
         # crowded the machine (its CPU alone grows only with its share)
         first_demand = last_demand = thread_demand_seconds(self.main)
@@ -75,32 +76,36 @@ class ImportWatch:
                     return
             cpu = thread_cpu_seconds(self.main)
             demand = thread_demand_seconds(self.main)
-            if None in (cpu, first_cpu, demand, first_demand, last_demand):
+            if None in (cpu, first_cpu, last_cpu, demand, first_demand, last_demand):
                 return
             looks += 1
             stack = fr.stacks({self.main.ident}).get(self.main.ident, [])
             learner = [f for f in stack if self._is_learner(f.f_code.co_filename)]
+            call = syscall(self.main.native_id) if self.main.native_id else None
+            slept += call is not None and call.name in SLEEP_CALLS
             if demand - last_demand > STILL_CPU:
                 moved += 1
-                still = 0
                 if learner:
                     key = (learner[0].f_code.co_filename, learner[0].f_lineno)
                     hot[key] = hot.get(key, 0) + 1
-            elif kernel_state(self.main) in ("S", "D") and stack and \
-                    (id(stack[0].f_code), stack[0].f_lineno) == where:
+            # Still is judged by the CPU clock alone: a thread in a short sleep loop waits
+            # for a CPU at each wake-up on a crowded machine (its demand moves), yet runs
+            # for microseconds and is asleep in the kernel at the same line at every look.
+            if cpu - last_cpu <= STILL_CPU and kernel_state(self.main) in ("S", "D") and \
+                    stack and (id(stack[0].f_code), stack[0].f_lineno) == where:
                 still += 1  # asleep in the kernel, its clock still, at the same frame
             else:
                 still = 0
             where = (id(stack[0].f_code), stack[0].f_lineno) if stack else None
-            last_demand = demand
+            last_demand, last_cpu = demand, cpu
             elapsed = time.monotonic() - self.started
             if elapsed < self.patience:
                 continue
             sentence = None
             used = cpu - first_cpu
             wanted = demand - first_demand
-            if hot and moved >= SPINNING_STEADY * looks and used > STILL_CPU and \
-                    wanted >= max(SPINNING_SHARE * elapsed, SPINNING_CPU):
+            if hot and spins(used=used, wanted=wanted, elapsed=elapsed, moved=moved,
+                             looks=looks, slept=slept):
                 sentence = self._spinning(hot, used, elapsed)
             elif still >= 3 and learner:
                 sentence = self._blocked(stack, learner, elapsed)

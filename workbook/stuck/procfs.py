@@ -84,6 +84,8 @@ SYSCALLS = {
 _INFINITE_MS = (0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF)
 SELECT_CALLS = ("epoll_wait", "epoll_pwait", "epoll_pwait2", "poll", "ppoll", "select",
                  "pselect6")
+#: The system calls ``time.sleep`` blocks in (3.11+ sleeps until an absolute time).
+SLEEP_CALLS = ("clock_nanosleep", "nanosleep")
 
 
 class Call(NamedTuple):
