@@ -130,6 +130,18 @@ class _Found(Exception):
         self.outcome = outcome
 
 
+def core_ran(out: Outcome, report: Report) -> bool:
+    """The common end of a problem's ``probe``: the learner's ``NotImplementedError`` is
+    raised (the core is not written yet); a run that left the scheduler's control is noted
+    in ``report``.  True when the probe ran under control."""
+    if isinstance(out.error, NotImplementedError):
+        raise out.error
+    if out.uncontrolled:
+        report.uncontrolled = out.uncontrolled
+        return False
+    return True
+
+
 def explore(problem: ModuleType, path: str | os.PathLike, *, examples: int | None = None,
             seed: int | None = None, seconds: float | None = None) -> Report:
     """Run ``problem``'s systematic scenarios, then draw up to ``examples`` more (or for

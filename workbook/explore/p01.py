@@ -79,10 +79,7 @@ def probe(module: Any, report: Report) -> bool:
                              "'OutputSink'")
     out = run(module, Scenario([["bind", "running"], ["put", "obj"]],
                                [["get", "default", 0, 0, None]], []))
-    if isinstance(out.error, NotImplementedError):
-        raise out.error
-    if out.uncontrolled:
-        report.uncontrolled = out.uncontrolled
+    driver.core_ran(out, report)
     return True
 
 

@@ -422,10 +422,7 @@ def _op(module: Any, sc: Scenario, rec: Record, hist: _History, kind: str, arg: 
 def probe(module: Any, report: Report) -> bool:
     """No extensions; NotImplementedError (raised) if the core is not implemented."""
     out = run(module, Scenario(["late"], None, [[["run", None, 0]], [["press", None, 0]]]))
-    if isinstance(out.error, NotImplementedError):
-        raise out.error
-    if out.uncontrolled:
-        report.uncontrolled = out.uncontrolled
+    driver.core_ran(out, report)
     return True
 
 

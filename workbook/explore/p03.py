@@ -236,10 +236,7 @@ def probe(module: Any, report: Report) -> bool:
     """True when the extensions are implemented; NotImplementedError if the core is not."""
     core = run(module, Scenario(1, [], [[["put", "obj", None, 0], ["len", None, None, 0],
                                          ["take", None, None, 0]]], extensions=False))
-    if isinstance(core.error, NotImplementedError):
-        raise core.error
-    if core.uncontrolled:
-        report.uncontrolled = core.uncontrolled
+    if not driver.core_ran(core, report):
         return False
     for op in (["offer", "obj", 0, 0], ["poll", None, 0, 0], ["shutdown", False, None, 0]):
         try:
