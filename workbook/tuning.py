@@ -73,6 +73,14 @@ SPINNING_SHARE = 0.05
 #: Share of the detector's looks at which a thread's CPU clock must have moved for it to
 #: count as spinning (a thread parked most of the time is not).
 SPINNING_STEADY = 0.6
+#: A thread that wanted to run Python at most looks yet was asleep in the kernel for at
+#: least this share of a timed-out wait was waiting for the GIL (CPython's wait for it is a
+#: timed futex that ends within one switch interval, ``sys.getswitchinterval()``, 5 ms) --
+#: when another thread used at least ``SPINNING_CPU`` meanwhile and four times its CPU.
+GIL_ASLEEP_SHARE = 0.5
+GIL_HOLDER_RATIO = 4.0
+#: Seconds past one switch interval that a GIL wait's deadline may lie (clock reads).
+GIL_SLACK = 0.005
 
 # -- P03's queue tests (tests/p03/support.py) -----------------------------------------------
 

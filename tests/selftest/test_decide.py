@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from workbook.stuck.decide import Progress, classify, deadlocked, decide, hogging, spins
+from workbook.stuck.decide import (Progress, classify, deadlocked, decide, gil_starved, hogging,
+                                   ready_for_python, spins)
 from workbook.stuck.model import Held, Snapshot, ThreadLook
 from workbook.stuck.procfs import Call
 from workbook.tuning import CONFIRM, CONFIRM_LOOKS, CYCLE_LOOK, HOLD_CONFIRM, LOOK_INTERVAL
@@ -271,3 +272,44 @@ def test_a_short_sleep_loop_on_a_crowded_machine_is_not_spinning():
 def test_a_thread_that_wanted_a_cpu_at_few_looks_is_not_spinning():
     assert not spins(used=0.3, wanted=0.3, elapsed=3.4, moved=20, looks=68)
     assert not spins(used=0.0, wanted=0.0, elapsed=0.0, moved=0, looks=0)
+
+
+SWITCH = 0.005  # CPython's default switch interval
+
+
+def test_a_thread_running_or_in_the_gils_short_futex_wait_is_ready_for_python():
+    assert ready_for_python("R", None, now=10.0, switch=SWITCH)
+    assert ready_for_python("S", Call("futex", True, 10.004), now=10.0, switch=SWITCH)
+    assert ready_for_python("S", Call("futex", True, 10.009), now=10.0, switch=SWITCH)
+
+
+def test_a_longer_timed_wait_an_untimed_one_or_another_call_is_not_the_gil():
+    assert not ready_for_python("S", Call("futex", True, 10.5), now=10.0, switch=SWITCH)
+    assert not ready_for_python("S", Call("futex", True, 9.9), now=10.0, switch=SWITCH)
+    assert not ready_for_python("S", FUTEX, now=10.0, switch=SWITCH)  # untimed: parked
+    assert not ready_for_python("S", Call("futex", True, None), now=10.0, switch=SWITCH)
+    assert not ready_for_python("S", Call("clock_nanosleep", True, 10.001), now=10.0,
+                                switch=SWITCH)
+    assert not ready_for_python("D", None, now=10.0, switch=SWITCH)
+
+
+def test_a_thread_ready_at_most_looks_but_asleep_while_another_held_the_gil_is_starved():
+    # 0.39 s of CPU in 6 s, never queued, beside a thread that ran 3 s in one C call
+    assert gil_starved(ready=18, looks=20, used=0.39, wanted=0.4, elapsed=6.0,
+                       holder_used=3.0)
+
+
+def test_a_thread_starved_of_cpu_on_a_crowded_machine_is_queued_not_starved_of_the_gil():
+    assert not gil_starved(ready=18, looks=20, used=0.39, wanted=5.5, elapsed=6.0,
+                           holder_used=3.0)
+
+
+def test_threads_sharing_the_gil_fairly_or_with_no_busy_holder_are_not_starved():
+    assert not gil_starved(ready=18, looks=20, used=1.0, wanted=1.1, elapsed=6.0,
+                           holder_used=1.2)  # a fair share of it
+    assert not gil_starved(ready=18, looks=20, used=0.01, wanted=0.01, elapsed=6.0,
+                           holder_used=0.1)  # nobody kept it
+    assert not gil_starved(ready=5, looks=20, used=0.01, wanted=0.01, elapsed=6.0,
+                           holder_used=3.0)  # mostly in waits of its own
+    assert not gil_starved(ready=2, looks=2, used=0.01, wanted=0.01, elapsed=6.0,
+                           holder_used=3.0)  # too few looks to say

@@ -91,3 +91,45 @@ def test_sleep_seconds_reads_only_numbers_and_plain_names(tmp_path):
         sys.settrace(None)
     assert (3, 0.5) in frames  # a class attribute, read statically
     assert (4, None) in frames  # not a number: nothing said
+
+
+def test_the_watch_names_a_thread_kept_waiting_for_the_gil_and_the_thread_that_held_it(
+        tmp_path):
+    # 'hog' spends its time in one C call after another (sum over a range never lets the
+    # GIL go); 'worker' has Python to run and gets a few milliseconds between two calls.
+    learner = tmp_path / "gilhog.py"
+    learner.write_text("def hog(stop):\n    while not stop.is_set():\n"
+                       "        sum(range(4_000_000))\n\n"
+                       "def worker(stop):\n    n = 0\n    while not stop.is_set():\n"
+                       "        n += 1\n")
+    namespace: dict = {}
+    exec(compile(learner.read_text(), str(learner), "exec"), namespace)
+    detector = Detector()
+    detector.set_learner_file(str(learner))
+    stop = threading.Event()
+    threads = [threading.Thread(target=namespace[name], args=(stop,), name=name, daemon=True)
+               for name in ("hog", "worker")]
+    for thread in threads:
+        thread.start()
+    try:
+        watch = Watch("the test", time.monotonic() + 60, detector)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (
+                time.monotonic() - watch.started < 2.0 or min(
+                    watch.seen.values(), default=0) < 10):
+            watch.step()
+            time.sleep(0.02)
+        said, spinning = watch.waiting_for_gil(), watch.spinning()
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(10)
+    assert len(said) == 1, (said, spinning)
+    assert said[0].startswith("thread 'worker' was waiting for the GIL at "), said
+    # where it waits: its loop (the GIL changes hands at a call or a jump back)
+    assert re.search(r"gilhog\.py:(7: `while not stop\.is_set\(\):`|8: `n \+= 1`)",
+                     said[0]), said
+    assert "while thread 'hog' kept the interpreter" in said[0], said
+    assert "mostly at" not in said[0] or "gilhog.py:3: `sum(range(4_000_000))`" in said[0]
+    # the thread kept off the interpreter is not called a spinner; the one holding it may be
+    assert not any("'worker'" in line for line in spinning), spinning

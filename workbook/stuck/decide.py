@@ -21,7 +21,8 @@ from typing import Any, Iterable, Mapping
 
 from workbook.stuck.model import Snapshot, ThreadLook
 from workbook.stuck.procfs import SELECT_CALLS, Call
-from workbook.tuning import (CONFIRM, CONFIRM_LOOKS, CYCLE_LOOK, HOLD_CONFIRM, LOOK_INTERVAL,
+from workbook.tuning import (CONFIRM, CONFIRM_LOOKS, CYCLE_LOOK, GIL_ASLEEP_SHARE,
+                             GIL_HOLDER_RATIO, GIL_SLACK, HOLD_CONFIRM, LOOK_INTERVAL,
                              SPINNING_CPU, SPINNING_SHARE, SPINNING_STEADY, STILL_CPU)
 
 
@@ -99,6 +100,34 @@ def spins(*, used: float, wanted: float, elapsed: float, moved: int, looks: int,
         return False
     return (moved >= SPINNING_STEADY * looks and used >= SPINNING_CPU / 4
             and wanted >= max(SPINNING_SHARE * elapsed, SPINNING_CPU))
+
+
+def ready_for_python(kstate: str | None, call: Call | None, *, now: float,
+                     switch: float) -> bool:
+    """Whether a thread whose frames show it inside Python code (not in a blocking call of
+    its own: no lock, condition, sleep or selector wait) wants to run Python: it is running
+    or runnable, or asleep in the GIL's own wait -- a futex whose deadline is at most one
+    switch interval (``switch``) away.  The caller rules out the waits its frames name."""
+    if kstate == "R" or (kstate == "S" and call is None):
+        return True  # on a CPU, queued for one, or between two system calls
+    if kstate != "S" or call is None or call.name != "futex" or not call.timed \
+            or call.ends is None:
+        return False
+    return -GIL_SLACK <= call.ends - now <= switch + GIL_SLACK
+
+
+def gil_starved(*, ready: int, looks: int, used: float, wanted: float, elapsed: float,
+                holder_used: float) -> bool:
+    """Whether a thread watched for ``elapsed`` seconds spent it waiting for the GIL: at most
+    of ``looks`` looks it was ready to run Python (``ready``), yet it was asleep in the
+    kernel (neither on a CPU nor queued for one: ``elapsed - wanted``) for most of the time,
+    while another thread held the interpreter (``holder_used`` CPU seconds, several times
+    its own ``used``).  A thread starved of *CPU* on a crowded machine is queued, not
+    asleep, and is not called this."""
+    if looks < 3 or elapsed <= 0 or 2 * ready <= looks:
+        return False
+    return (elapsed - wanted >= GIL_ASLEEP_SHARE * elapsed and holder_used >= SPINNING_CPU
+            and holder_used >= GIL_HOLDER_RATIO * used)
 
 
 def deadlocked(snap: Snapshot, *, with_only: bool = True) -> Snapshot | None:

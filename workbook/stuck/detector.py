@@ -13,15 +13,17 @@ understood counts as "could move": the bound then decides.  Frames only explain.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from workbook.stuck import frames as fr
-from workbook.stuck.code import real, source_line
-from workbook.stuck.decide import Progress, decide, spins
-from workbook.stuck.explain import asleep_in_sleep, diagnose, sleep_seconds, slow_sentence
+from workbook.stuck.code import is_kit, is_stdlib, real, source_line
+from workbook.stuck.decide import Progress, decide, gil_starved, ready_for_python, spins
+from workbook.stuck.explain import (asleep_in_sleep, diagnose, gil_sentence, sleep_seconds,
+                                    slow_sentence)
 from workbook.stuck.model import Snapshot, Verdict
 from workbook.stuck.observe import take_snapshot
 from workbook.stuck.procfs import children_alive, thread_cpu_seconds, thread_demand_seconds
@@ -83,6 +85,11 @@ class Detector:
 #: The session's detector.
 DETECTOR = Detector()
 
+#: Standard-library functions that block until woken or timed out (``threading``,
+#: ``queue``, ``selectors``): a thread inside one is in a wait of its own, not the GIL's.
+_WAITS = frozenset({"wait", "wait_for", "acquire", "join", "get", "put", "select",
+                    "_wait_for_tstate_lock"})
+
 
 class Watch:
     """The stuck detector of one bounded wait, and where CPU went while it waited."""
@@ -111,6 +118,9 @@ class Watch:
         self.seen: dict[threading.Thread, int] = {}
         self.sleeps: dict[threading.Thread, dict[str, int]] = {}
         self.sleep_asks: dict[str, float | None] = {}
+        # ... and per learner line how many saw it ready to run Python there (running, or
+        # waiting for the GIL): with little CPU got, the GIL was held by someone else.
+        self.ready: dict[threading.Thread, dict[str, int]] = {}
 
     def step(self) -> tuple[str, Any] | None:
         """One look.  ("stuck", Verdict) or ("guard", (guard, Verdict)) once confirmed."""
@@ -147,6 +157,23 @@ class Watch:
                 counts[site] = counts.get(site, 0) + 1
                 if site not in self.sleep_asks:
                     self.sleep_asks[site] = sleep_seconds(look.learner)
+            elif look.learner is not None and self._in_python(look):
+                counts = self.ready.setdefault(look.thread, {})
+                site = fr.site(look.learner)
+                counts[site] = counts.get(site, 0) + 1
+
+    @staticmethod
+    def _in_python(look) -> bool:
+        """``look``'s thread wants to run Python: the kernel says it runs or waits for the
+        GIL, and its innermost frame is no wait of the standard library (a Condition, a
+        queue, a selector, whose short timeout would look the same) nor of the harness."""
+        if not look.frames or not ready_for_python(look.kstate, look.syscall,
+                                                   now=look.read_at,
+                                                   switch=sys.getswitchinterval()):
+            return False
+        code = look.frames[0].f_code
+        return not is_kit(code.co_filename) and not (
+            is_stdlib(code.co_filename) and code.co_name in _WAITS)
 
     def _sleepers(self) -> dict[threading.Thread, tuple[str, int, int]]:
         """Threads seen asleep in ``time.sleep`` at a learner line at most looks of the wait
@@ -207,8 +234,9 @@ class Watch:
         elapsed = time.monotonic() - self.started
         out = []
         asleep = self._sleepers()
+        starved = self._starved()
         for thread, counts in self.hot.items():
-            if thread in asleep:
+            if thread in asleep or thread in starved:
                 # Asleep in time.sleep at most looks: slow.  On a crowded machine each of its
                 # wakeups waits for a CPU, which its demand counts as wanting one.
                 continue
@@ -226,4 +254,39 @@ class Watch:
             out.append(f"thread '{thread.name}' was spinning: {used:.1f} s of "
                        f"CPU in {elapsed:.1f} s, mostly at {site}: "
                        f"`{source_line(os.path.abspath(filename), int(line))}`{busy}")
+        return tuple(out)
+
+    def _used(self, thread: threading.Thread) -> tuple[float, float]:
+        """CPU ``thread`` used over the wait, and its demand (used plus queued for a CPU)."""
+        return (self.last_cpu.get(thread, 0.0) - self.cpu_start.get(thread, 0.0),
+                self.last_demand.get(thread, 0.0) - self.demand_start.get(thread, 0.0))
+
+    def _starved(self) -> dict[threading.Thread, tuple[str, threading.Thread]]:
+        """Threads that waited for the GIL through most of the wait: their usual learner
+        line, and the thread that used the most CPU meanwhile (holding the GIL)."""
+        elapsed = time.monotonic() - self.started
+        out = {}
+        for thread, counts in self.ready.items():
+            others = [t for t in self.last_cpu if t is not thread]
+            if not others:
+                continue
+            holder = max(others, key=lambda t: self._used(t)[0])
+            used, wanted = self._used(thread)
+            if gil_starved(ready=sum(counts.values()), looks=self.seen.get(thread, 0),
+                           used=used, wanted=wanted, elapsed=elapsed,
+                           holder_used=self._used(holder)[0]):
+                out[thread] = (max(counts, key=counts.get), holder)
+        return out
+
+    def waiting_for_gil(self) -> tuple[str, ...]:
+        """Threads ready to run Python through most of the wait that got little CPU while
+        another thread held the interpreter: not stuck, not spinning -- kept off it."""
+        elapsed = time.monotonic() - self.started
+        out = []
+        for thread, (site, holder) in sorted(self._starved().items(),
+                                             key=lambda item: item[0].name):
+            hot = self.hot.get(holder)
+            out.append(gil_sentence(thread.name, site, self._used(thread)[0], elapsed,
+                                    holder.name, self._used(holder)[0],
+                                    max(hot, key=hot.get) if hot else None))
         return tuple(out)

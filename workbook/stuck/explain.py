@@ -134,3 +134,18 @@ def slow_sentence(threads: list[tuple[str, int, int]], site: str,
     who = f"thread {names} is" if len(threads) == 1 else f"threads {names} are"
     return (f"{who} slow, not stuck: asleep in time.sleep at {site}: `{src}` at {seen} of "
             f"{looks} looks{each}")
+
+
+def gil_sentence(name: str, site: str, used: float, elapsed: float, holder: str,
+                 held: float, holder_site: str | None) -> str:
+    """A thread that waited for the GIL through most of a wait, and who held it."""
+    filename, _, line = site.rpartition(":")
+    where = ""
+    if holder_site is not None:
+        hfile, _, hline = holder_site.rpartition(":")
+        where = f", mostly at {holder_site}: `{code_only(hfile, int(hline))}`"
+    return (f"thread '{name}' was waiting for the GIL at {site}: "
+            f"`{code_only(filename, int(line))}`: ready to run Python but given "
+            f"{used:.2f} s of CPU in {elapsed:.1f} s, while thread '{holder}' kept the "
+            f"interpreter ({held:.1f} s of CPU{where}; a long call that never lets the GIL go "
+            "starves every other thread)")

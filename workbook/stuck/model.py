@@ -51,6 +51,7 @@ class ThreadLook:
     waits_reentrant: bool = False  # ... and that lock is an RLock
     in_loop: bool = False  # it runs an asyncio loop's ``_run_once``
     loop_ready: int = 0  # callbacks ready on that loop (it was not woken for them)
+    read_at: float = 0.0  # time.monotonic() when its system call was read
     # -- for explanations only ---------------------------------------------------------------
     thread: Any = None
     frames: list = field(default_factory=list)

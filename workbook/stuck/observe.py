@@ -70,13 +70,14 @@ def look_at(thread: threading.Thread, frames: list, deadline: float,
     cpu = thread_cpu_seconds(thread)
     kstate = kernel_state(thread)
     call = syscall(tid) if tid is not None else None
+    read_at = time.monotonic()
     inner = frames[0] if frames else None
     learner = next((f for f in frames if session.is_learner(f.f_code.co_filename)), None)
     look = ThreadLook(thread.ident, thread.name, cpu, kstate, call, "moving",
                       position=(id(inner.f_code) if inner else None,
                                 inner.f_lineno if inner else None),
                       in_learner=learner is not None,
-                      thread=thread, frames=frames, learner=learner)
+                      thread=thread, frames=frames, learner=learner, read_at=read_at)
     _classify(look, thread, frames, deadline, session)
     _locks(look, session)
     return look

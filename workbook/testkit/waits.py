@@ -25,6 +25,7 @@ class TimedOut:
     timeout: float
     spinning: tuple[str, ...] = ()
     slow: tuple[str, ...] = ()  # threads that slept in time.sleep through most of it
+    gil: tuple[str, ...] = ()  # threads kept waiting for the GIL through most of it
 
 
 #: What a bounded wait found: None (done), a Verdict (stuck) or TimedOut.
@@ -50,7 +51,7 @@ class WaitTimedOut(Failure):
 
 
 def _timeout_message(text: str, found: TimedOut) -> str:
-    extra = "\n".join(found.spinning + found.slow)
+    extra = "\n".join(found.spinning + found.gil + found.slow)
     if found.slow:
         extra += f"\nthis check needs it done within {found.timeout:g} s"
     return text + ("\n" + extra if extra else "")
@@ -86,7 +87,8 @@ def wait_outcome(ready: Callable[[], bool], block: Callable[[float], object], ti
                 return None
             now = time.monotonic()
             if now >= deadline:
-                return TimedOut(timeout, watch.spinning(), watch.sleeping())
+                return TimedOut(timeout, watch.spinning(), watch.sleeping(),
+                                watch.waiting_for_gil())
             if last_step is None or now - last_step >= watch.interval:
                 last_step = now
                 try:
