@@ -158,3 +158,15 @@ def test_an_item_kept_by_someone_else_is_not_the_queues_doing():
     q.slots[0] = Item(2)  # the queue's own ring still holds it: reported
     problem = kept_alive(history(q.slots[0]), [q])
     assert problem is not None and "obj2" in problem and "discarded" in problem
+
+
+def test_a_queue_that_blocks_outside_the_explorers_control_stops_the_search_and_says_why():
+    # A ready-made queue.Queue blocks on locks of its own module, which the explorer does not
+    # replace: the first thread that waits there never comes back to the scheduler.
+    v = variants.get(manifest.get("p03"), "pitfall", "ready_made_queue")
+    report = driver.explore(p03, str(variants.materialize(v)))
+    assert report.found is None
+    assert report.uncontrolled.endswith(
+        " ran for 3 s without reaching a lock, a wait or the clock the explorer controls"), \
+        report.uncontrolled
+    assert report.uncontrolled.split()[0].startswith("T"), report.uncontrolled

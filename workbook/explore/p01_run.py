@@ -484,8 +484,8 @@ class Run:
             out.error = self.sched.crash
             return out
         if info.ended == "uncontrolled":
-            out.uncontrolled = (f"{info.spinner} ran for 3 s without reaching a lock, a wait, "
-                                "the clock or the event loop the explorer controls")
+            out.uncontrolled = info.uncontrolled(
+                "a lock, a wait, the clock or the event loop")
             return out
         out.problem = self.problem or p01_judge.judge(self, info)
         return out

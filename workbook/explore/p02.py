@@ -27,7 +27,7 @@ from workbook.explore.p02_net import Dialled, Endpoints, late_dial
 from workbook.explore.p02_scenario import (BAD_ADDRESSES, FLOOD, PRESSES, Scenario, candidates,
                                            from_data, op_label, pairs, reseed, scenarios,
                                            systematic, timeout_value, triples)
-from workbook.explore.sched import DONE, READY, WAITING, WALL_LIMIT, Abandon, Scheduler
+from workbook.explore.sched import DONE, READY, WAITING, Abandon, Scheduler
 
 PROBLEM = "p02"
 DEFAULT_EXAMPLES = 100
@@ -195,8 +195,8 @@ def run(module: Any, sc: Scenario, choices: Choices | None = None) -> Outcome:
                 out.error = c.outcome[1]
                 return out
         if info.ended == "uncontrolled":
-            out.uncontrolled = (f"{info.spinner} ran for {WALL_LIMIT:g} s without reaching a "
-                                "lock, a wait, the clock or a socket call the explorer controls")
+            out.uncontrolled = info.uncontrolled(
+                "a lock, a wait, the clock or a socket call")
             return out
         rec.ended = info.ended
         if info.ended == "spinning":

@@ -174,8 +174,7 @@ def run(module: Any, sc: Scenario, choices: Choices | None = None) -> Outcome:
         out.error = sched.crash
         return out
     if info.ended == "uncontrolled":
-        out.uncontrolled = (f"{info.spinner} ran for {3:g} s without reaching a lock, a wait "
-                            "or the clock the explorer controls")
+        out.uncontrolled = info.uncontrolled("a lock, a wait or the clock")
         return out
     pending = {c.task for c in calls if c.ret is None}
     if info.ended == "spinning":

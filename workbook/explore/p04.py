@@ -202,8 +202,7 @@ def run(module: Any, sc: Scenario, choices: Choices | None = None) -> Outcome:
             out.error = NotImplementedError("not implemented")
             return out
         if info.ended == "uncontrolled":
-            out.uncontrolled = (f"{info.spinner} ran for 3 s without reaching a lock, a wait, "
-                                "a selector or the clock the explorer controls")
+            out.uncontrolled = info.uncontrolled("a lock, a wait, a selector or the clock")
             return out
         if info.ended == "spinning":
             out.problem = (f"the {info.spinner} thread kept running without ever sleeping: "

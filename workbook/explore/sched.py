@@ -169,6 +169,12 @@ class RunInfo:
     steps: int = 0
     spinner: str = ""
 
+    def uncontrolled(self, controlled: str) -> str:
+        """Why an ``uncontrolled`` run was given up: ``controlled`` lists what the problem's
+        explorer controls ("a lock, a wait or the clock")."""
+        return (f"{self.spinner} ran for {WALL_LIMIT:g} s without reaching {controlled} the "
+                "explorer controls")
+
 
 class Scheduler:
     """Runs a few bodies as controlled threads under one seed (see the module docstring)."""
