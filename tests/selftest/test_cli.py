@@ -133,6 +133,14 @@ def test_every_commands_unknown_option_is_one_line_with_exit_2(command):
     assert "usage:" not in out.stderr
 
 
+def test_the_grader_run_as_a_module_says_a_bad_option_in_one_line_too():
+    out = subprocess.run([sys.executable, "-m", "workbook.grading.batch", "folder", "--jobs",
+                          "0"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--jobs needs a whole number" in lines[0], lines
+
+
 def test_list_shows_every_problem():
     out = cli("list")
     assert out.returncode == 0
