@@ -8,7 +8,9 @@ that finished.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import os
 import sys
 import time
@@ -80,11 +82,15 @@ def _load_target(problem: manifest.Problem, target: Path) -> None:
     spec = importlib.util.spec_from_file_location(problem.module, target)
     module = importlib.util.module_from_spec(spec)
     sys.modules[problem.module] = module
+    # What the file prints while it is imported is kept for an import error's report.
+    printed = {"stdout": io.StringIO(), "stderr": io.StringIO()}
     # A learner check watches the import like any test (a grader keeps its own limits).
-    watch = _import_watch(target) if _sink is None else None
+    watch = _import_watch(target, printed) if _sink is None else None
     try:
         try:
-            spec.loader.exec_module(module)
+            with contextlib.redirect_stdout(printed["stdout"]), \
+                    contextlib.redirect_stderr(printed["stderr"]):
+                spec.loader.exec_module(module)
         finally:
             if watch is not None and not watch.finish():
                 _hold()  # the watch reported a hang and is ending the process
@@ -101,16 +107,23 @@ def _load_target(problem: manifest.Problem, target: Path) -> None:
             testkit.set_learner_file(filename)  # module) runs that file's code too
         return
     del sys.modules[problem.module]
-    _emit(records.ImportFailed(_STATE["import_error"]))
+    _emit(records.ImportFailed(_STATE["import_error"], _printed(printed)))
 
 
-def _import_watch(target: Path):
-    """The watch over the import: on a verdict, one import-error record, then the end of
-    the process (the import cannot be interrupted, and no test could run anyway)."""
+def _printed(printed: dict) -> str:
+    """What the file printed while it was imported, labelled like a test's capture."""
+    return records.cap_output(
+        _labelled([(name, buffer.getvalue()) for name, buffer in printed.items()]))
+
+
+def _import_watch(target: Path, printed: dict):
+    """The watch over the import: on a verdict, one import-error record (with what the file
+    printed so far), then the end of the process (the import cannot be interrupted, and no
+    test could run anyway)."""
     from workbook.stuck.importing import ImportWatch
 
     def report(sentence: str) -> None:
-        _emit(records.ImportFailed(sentence))
+        _emit(records.ImportFailed(sentence, _printed(printed)))
         out = _STATE.get("report")
         if out is not None:
             out.flush()
@@ -220,9 +233,14 @@ def _captured(report) -> str:
     """The stdout, stderr and log records pytest captured during a test, each part labelled
     when there is more than one and each cut to its share of the record's limit (so a long
     stdout cannot push the label and the start of stderr out of sight)."""
-    parts = [(name, text) for name, text in (("stdout", report.capstdout),
-                                             ("stderr", report.capstderr),
-                                             ("log", report.caplog)) if text]
+    return _labelled([("stdout", report.capstdout), ("stderr", report.capstderr),
+                      ("log", report.caplog)])
+
+
+def _labelled(named: list[tuple[str, str]]) -> str:
+    """Captured streams as one text: stdout alone as it is; else each non-empty part under
+    its label, each cut to its share of a record's limit."""
+    parts = [(name, text) for name, text in named if text]
     if not parts or (len(parts) == 1 and parts[0][0] == "stdout"):
         return parts[0][1] if parts else ""
     share = records.OUTPUT_MAX // len(parts) - 60  # room for the label and the cut line

@@ -18,8 +18,9 @@ from workbook.errors import ReportError
 
 #: The version of the records below: raise it when a field changes meaning or goes away
 #: (2: ``TestDone.output``, what the learner's code printed during a failed test;
-#: 3: ``TestDone.timeline``, a failing run step by step).
-SCHEMA = 3
+#: 3: ``TestDone.timeline``, a failing run step by step; 4: ``ImportFailed.output``, what the
+#: file printed while it was imported).
+SCHEMA = 4
 #: The most of a failed test's captured output a record carries (characters; its head and
 #: tail are kept, see ``cap_output``), as notes are capped per test.
 OUTPUT_MAX = 2000
@@ -41,6 +42,7 @@ class Start:
 class ImportFailed:
     """Importing the learner file failed; no test will run it."""
     message: str = ""
+    output: str = ""  # what the file printed while it was imported (capped like a test's)
     event: str = field(default="import_error", init=False)
 
 

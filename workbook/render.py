@@ -27,8 +27,12 @@ def draw(shown: view.ResultView) -> RenderableType:
     """The terminal's drawing of a result's view."""
     head = Text.assemble((shown.heading, "bold"), "  ", (shown.file, "cyan"))
     if shown.blocker:
-        return Group(head, Text(shown.blocker,
-                                style="yellow" if shown.blocker_kind == "skeleton" else "red"))
+        said: list[RenderableType] = [head, Text(
+            shown.blocker, style="yellow" if shown.blocker_kind == "skeleton" else "red")]
+        if shown.blocker_output:
+            said.append(output_view(view.Output("", "", shown.blocker_output), alone=True,
+                                    during="the import"))
+        return Group(*said)
     parts: list[RenderableType] = [head, checklist(shown.rows)]
     parts += [panel_view(shown.problem, p) for p in shown.panels]
     parts.append(Text(shown.verdict, style="bold green" if shown.passed else "bold red"))
@@ -102,10 +106,11 @@ def panel_view(problem_id: str, panel: view.Panel) -> RenderableType:
     return Panel(body, title=panel.title, title_align="left", border_style="red")
 
 
-def output_view(out: view.Output, *, alone: bool, lines: int = view.OUTPUT_LINES) -> Text:
+def output_view(out: view.Output, *, alone: bool, lines: int = view.OUTPUT_LINES,
+                during: str | None = None) -> Text:
     """'Your output': what the learner's code printed, a few lines of it, each behind a bar
     so that nothing printed can pass for the checker's own lines."""
-    during = "this check" if alone else f"“{out.title}”"
+    during = during or ("this check" if alone else f"“{out.title}”")
     text = Text(f"Your output (printed by your code during {during}):", style="bold")
     for line in view.output_excerpt(out.text, lines):
         text.append("\n  │ ", style="dim").append(line, style="dim")

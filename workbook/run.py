@@ -144,8 +144,10 @@ def child_env(extra: dict | None = None) -> dict:
 
 
 def _import_failed(problem: manifest.Problem, target: Path, message: str,
-                   started: float) -> Result:
-    cps = [CheckpointResult(cp.id, cp.title, cp.kind, "failed", message=message)
+                   started: float, output: str = "") -> Result:
+    """Every checkpoint failed by the import, each carrying what the file printed then."""
+    cps = [CheckpointResult(cp.id, cp.title, cp.kind, "failed", message=message,
+                            output=output or None)
            for cp in problem.checkpoints]
     return Result(problem.id, str(target), cps, import_error=message,
                   seconds=time.monotonic() - started)
@@ -161,6 +163,7 @@ class Tally:
         self.tests: dict[str, list[records.TestDone]] = {cp.id: [] for cp in problem.checkpoints}
         self.notes: dict[str, list[str]] = {cp.id: [] for cp in problem.checkpoints}
         self.import_error: str | None = None
+        self.import_output = ""  # what the file printed while it was imported
         self.ended = False
 
     def add(self, record: records.Record) -> None:
@@ -172,7 +175,7 @@ class Tally:
         elif event == "note" and record.checkpoint in self.notes:
             self.notes[record.checkpoint].append(record.text)
         elif event == "import_error":
-            self.import_error = record.message
+            self.import_error, self.import_output = record.message, record.output
         elif event == "end":
             self.ended = True
 
@@ -190,7 +193,8 @@ class Tally:
     def result(self, target: Path, *, killed: bool, limit: float) -> Result:
         """The run's ``Result`` from everything added."""
         if self.import_error:
-            return _import_failed(self.problem, target, self.import_error, time.monotonic())
+            return _import_failed(self.problem, target, self.import_error, time.monotonic(),
+                                  self.import_output)
         results = [_checkpoint_status(cp, self.tests[cp.id],
                                       len(self.collected.get(cp.id, [])) or None,
                                       self.notes[cp.id], killed=killed, limit=limit)

@@ -79,6 +79,7 @@ class ResultView:
     rows: list[Row]
     panels: list[Panel]
     verdict: str
+    blocker_output: str = ""     # what the file printed while it was imported (made safe)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -148,8 +149,10 @@ def result_view(result: Result, problem: manifest.Problem, *, recorded: bool = F
     file = shown_path(result.file)
     again = again or f"run ./check.sh {problem.id} again"
     blocker = kind = None
+    printed = ""
     if result.import_error:
         blocker, kind = f"✗ {result.import_error}", "import_error"
+        printed = shown_output(next((cp.output for cp in result.checkpoints if cp.output), ""))
     elif result.skeleton:
         first = next(cp for cp in result.checkpoints if cp.kind == "core")
         blocker, kind = (f"✗ {file} is still the skeleton: {first.message}. "
@@ -161,7 +164,7 @@ def result_view(result: Result, problem: manifest.Problem, *, recorded: bool = F
         for group in root_causes([cp for cp in result.checkpoints if cp.status == "failed"])]
     return ResultView(problem.id, f"{problem.id.upper()} · {problem.title}", file,
                       result.passed, blocker, kind, rows, panels,
-                      verdict(result, problem, recorded=recorded))
+                      verdict(result, problem, recorded=recorded), printed)
 
 
 def panel(group: list[CheckpointResult], problem: manifest.Problem, *, file: str = "",

@@ -107,3 +107,27 @@ def test_the_record_caps_the_output_and_the_grader_still_reads_the_record():
         ("t::a", "failed", "m" * 1400, None)
     small = records.TestDone("t::a", "p01.fifo", "failed", message="m", output="put 1\n")
     assert protocol.decode(key, protocol.encode(key, 2, small))[1].output == "put 1\n"
+
+
+@pytest.mark.parametrize("ending", ["raise RuntimeError('boom at import')",
+                                    "threading.Event().wait()"], ids=["raises", "hangs"])
+def test_what_the_file_printed_before_its_import_failed_is_shown_under_the_error(
+        tmp_path, ending):
+    path = tmp_path / P01.learner_file.name
+    path.write_text("import sys\nimport threading\n\nprint('loading my sink')\n"
+                    "print('config missing', file=sys.stderr)\n" + ending + "\n")
+    result = run_check(P01, str(path))
+    assert result.import_error, result.output
+    for cp in result.checkpoints:  # --json: each checkpoint carries it
+        assert cp.output == "[stdout]\nloading my sink\n[stderr]\nconfig missing\n", cp
+    text = terminal_text(result, P01)
+    assert "Your output (printed by your code during the import):" in text, text
+    assert "│ loading my sink" in text and "│ config missing" in text, text
+    shown = view.result_view(result, P01)
+    assert shown.blocker_kind == "import_error" and "loading my sink" in shown.blocker_output
+
+
+def test_an_import_error_record_carries_the_output_through_the_graders_pipe():
+    key = b"k" * 32
+    record = records.ImportFailed("importing the file raised X", "[stdout]\nhi\n")
+    assert protocol.decode(key, protocol.encode(key, 1, record))[1] == record

@@ -261,6 +261,23 @@ def test_a_syntax_error_is_one_block_with_its_caret_under_the_column(page, serve
     assert style[0] == "pre-wrap" and "mono" in style[1].lower(), style  # the caret lines up
 
 
+def test_what_the_file_printed_before_its_import_failed_is_folded_under_the_error(page, server):
+    server.learner("p01").write_text("print('loading <b>my</b> sink')\n"
+                                     "raise RuntimeError('boom at import')\n", "utf-8")
+    page.goto(server.base + "/p01")
+    page.wait_for_function("document.body.dataset.stream === 'open'")
+    result = web_fixtures.run_from_page(page)["result"]
+    assert result["blocker"] == "import_error" and not result["diagnoses"]
+    assert result["blocker_output"].rstrip("\n") == "loading <b>my</b> sink", result
+    folded = page.locator("#diagnoses details.learner-output")
+    assert folded.count() == 1 and folded.get_attribute("open") is None
+    assert "during the import" in folded.locator("summary").inner_text()
+    folded.locator("summary").click()
+    shown = folded.locator("code").inner_text().rstrip("\n")
+    assert shown == "loading <b>my</b> sink"  # as text, not markup
+    assert page.locator("#diagnoses b").count() == 0
+
+
 def test_a_check_that_kills_its_own_process_loses_neither_file_nor_progress(page, server):
     hostile = ("import os\n\nclass OutputSink:\n    def __init__(self, *a, **k):\n"
                "        os._exit(3)\n")

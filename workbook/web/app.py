@@ -55,6 +55,7 @@ def describe(problem: manifest.Problem, result: Result) -> dict:
               for n, p in enumerate(shown.panels)]
     return {"result": result.to_json(), "passed": result.passed, "skeleton": result.skeleton,
             "line": shown.blocker or shown.verdict, "blocker": shown.blocker_kind,
+            "blocker_output": shown.blocker_output,
             "rows": [asdict(r) for r in shown.rows], "diagnoses": panels,
             "done": bool(progress.entry(progress.load(), problem.id).get("done_at"))}
 

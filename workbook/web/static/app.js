@@ -207,9 +207,9 @@ function setNotes(id, notes) {
 
 // "Your output": what the learner's code printed, folded, as text (escaped), under a label
 // that says whose it is, so nothing printed can pass for the checker's verdict.
-function learnerOutput(o, alone) {
+function learnerOutput(o, alone, when) {
   const lines = o.text.replace(/\n$/, "").split("\n").length;
-  const during = alone ? "this check" : `“${esc(o.title)}”`;
+  const during = when || (alone ? "this check" : `“${esc(o.title)}”`);
   return `<details class="learner-output" data-checkpoint="${esc(o.checkpoint)}"><summary>Your output: what your code printed during ${during} (${lines} line${lines === 1 ? "" : "s"})</summary><pre class="learner-output-text"><code>${esc(o.text)}</code></pre></details>`;
 }
 
@@ -217,7 +217,9 @@ function learnerOutput(o, alone) {
 // root cause, drawn as it is.
 function renderDiagnoses(pid, doc) {
   const box = $("#diagnoses");
-  box.innerHTML = doc.diagnoses.map((d) => {
+  // An import that failed has no panel: what the file printed meanwhile is shown alone.
+  const printed = doc.blocker_output ? learnerOutput({checkpoint: "", title: "", text: doc.blocker_output}, true, "the import") : "";
+  box.innerHTML = printed + doc.diagnoses.map((d) => {
     const ids = esc(d.checkpoints.join(" "));
     if (d.kind === "missing") {
       return `<section class="diagnosis missing" data-checkpoint="${esc(d.checkpoints[0])}" data-checkpoints="${ids}" aria-label="Diagnosis"><h3>${esc(d.title)}</h3></section>`;
