@@ -2,6 +2,7 @@
 was lost, and no pitfall is named without its evidence (issue 23.2)."""
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
@@ -38,29 +39,44 @@ def test_a_queue_that_sleeps_20_ms_per_call_fails_as_slow_with_its_line_and_no_p
                               for p in panels]
 
 
-def test_the_watch_names_a_thread_asleep_in_time_sleep_and_what_each_call_asks(tmp_path):
-    learner = tmp_path / "slowpoke.py"
-    learner.write_text("import time\n\nPAUSE = 0.03\n\ndef work(stop):\n"
-                       "    while not stop.is_set():\n        time.sleep(PAUSE)\n")
+@contextlib.contextmanager
+def watched(path, source: str, threads: dict[str, str]):
+    """Run the functions of the learner file ``path`` (written from ``source``) named by
+    ``threads`` (thread name -> function), each given a stop event, in daemon threads; a
+    Watch over them.  The threads are stopped on the way out."""
+    path.write_text(source)
     namespace: dict = {}
-    exec(compile(learner.read_text(), str(learner), "exec"), namespace)
+    exec(compile(source, str(path), "exec"), namespace)
     detector = Detector()
-    detector.set_learner_file(str(learner))
+    detector.set_learner_file(str(path))
     stop = threading.Event()
-    worker = threading.Thread(target=namespace["work"], args=(stop,), name="slowpoke",
-                              daemon=True)
-    worker.start()
+    started = [threading.Thread(target=namespace[func], args=(stop,), name=name, daemon=True)
+               for name, func in threads.items()]
+    for thread in started:
+        thread.start()
     try:
-        watch = Watch("the test", time.monotonic() + 60, detector)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and sum(
-                sum(c.values()) for c in watch.sleeps.values()) < 5:
-            watch.step()
-            time.sleep(0.01)
-        said = watch.sleeping()
+        yield Watch("the test", time.monotonic() + 60, detector)
     finally:
         stop.set()
-        worker.join(5)
+        for thread in started:
+            thread.join(10)
+
+
+def look_until(watch: Watch, enough, *, pause: float, within: float = 30.0) -> None:
+    """Let ``watch`` look every ``pause`` seconds until ``enough()`` (or ``within`` s)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline and not enough():
+        watch.step()
+        time.sleep(pause)
+
+
+def test_the_watch_names_a_thread_asleep_in_time_sleep_and_what_each_call_asks(tmp_path):
+    source = ("import time\n\nPAUSE = 0.03\n\ndef work(stop):\n"
+              "    while not stop.is_set():\n        time.sleep(PAUSE)\n")
+    with watched(tmp_path / "slowpoke.py", source, {"slowpoke": "work"}) as watch:
+        look_until(watch, lambda: sum(sum(c.values()) for c in watch.sleeps.values()) >= 5,
+                   pause=0.01)
+        said = watch.sleeping()
     assert len(said) == 1, said
     assert said[0].startswith("thread 'slowpoke' is slow, not stuck: asleep in time.sleep at")
     assert "slowpoke.py:7: `time.sleep(PAUSE)`" in said[0], said
@@ -97,33 +113,14 @@ def test_the_watch_names_a_thread_kept_waiting_for_the_gil_and_the_thread_that_h
         tmp_path):
     # 'hog' spends its time in one C call after another (sum over a range never lets the
     # GIL go); 'worker' has Python to run and gets a few milliseconds between two calls.
-    learner = tmp_path / "gilhog.py"
-    learner.write_text("def hog(stop):\n    while not stop.is_set():\n"
-                       "        sum(range(4_000_000))\n\n"
-                       "def worker(stop):\n    n = 0\n    while not stop.is_set():\n"
-                       "        n += 1\n")
-    namespace: dict = {}
-    exec(compile(learner.read_text(), str(learner), "exec"), namespace)
-    detector = Detector()
-    detector.set_learner_file(str(learner))
-    stop = threading.Event()
-    threads = [threading.Thread(target=namespace[name], args=(stop,), name=name, daemon=True)
-               for name in ("hog", "worker")]
-    for thread in threads:
-        thread.start()
-    try:
-        watch = Watch("the test", time.monotonic() + 60, detector)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and (
-                time.monotonic() - watch.started < 2.0 or min(
-                    watch.seen.values(), default=0) < 10):
-            watch.step()
-            time.sleep(0.02)
+    source = ("def hog(stop):\n    while not stop.is_set():\n"
+              "        sum(range(4_000_000))\n\n"
+              "def worker(stop):\n    n = 0\n    while not stop.is_set():\n"
+              "        n += 1\n")
+    with watched(tmp_path / "gilhog.py", source, {"hog": "hog", "worker": "worker"}) as watch:
+        look_until(watch, lambda: time.monotonic() - watch.started >= 2.0
+                   and min(watch.seen.values(), default=0) >= 10, pause=0.02)
         said, spinning = watch.waiting_for_gil(), watch.spinning()
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(10)
     assert len(said) == 1, (said, spinning)
     assert said[0].startswith("thread 'worker' was waiting for the GIL at "), said
     # where it waits: its loop (the GIL changes hands at a call or a jump back)

@@ -246,12 +246,18 @@ def test_a_pitfall_file_gets_the_same_diagnosis_as_the_cli_with_links(page, serv
         == [d["title"] for d in result["diagnoses"]]
 
 
-def test_a_syntax_error_is_one_block_with_its_caret_under_the_column(page, server):
-    server.learner("p01").write_text("class OutputSink:\n    def put(self, item)\n"
-                                     "        pass\n", "utf-8")
+def check_from_page(page, server, source: str) -> dict:
+    """Write ``source`` as the learner's P01 file, open its page, run the checks there: the
+    final result the page got."""
+    server.learner("p01").write_text(source, "utf-8")
     page.goto(server.base + "/p01")
     page.wait_for_function("document.body.dataset.stream === 'open'")
-    result = web_fixtures.run_from_page(page)["result"]
+    return web_fixtures.run_from_page(page)["result"]
+
+
+def test_a_syntax_error_is_one_block_with_its_caret_under_the_column(page, server):
+    result = check_from_page(page, server, "class OutputSink:\n    def put(self, item)\n"
+                                           "        pass\n")
     assert result["blocker"] == "import_error" and not result["diagnoses"]
     cli_out = cli("p01", "--file", str(server.learner("p01")), env=server.env()).stdout
     assert result["line"].splitlines()[1:] == [ln.rstrip() for ln in cli_out.splitlines()[2:4]]
@@ -262,11 +268,8 @@ def test_a_syntax_error_is_one_block_with_its_caret_under_the_column(page, serve
 
 
 def test_what_the_file_printed_before_its_import_failed_is_folded_under_the_error(page, server):
-    server.learner("p01").write_text("print('loading <b>my</b> sink')\n"
-                                     "raise RuntimeError('boom at import')\n", "utf-8")
-    page.goto(server.base + "/p01")
-    page.wait_for_function("document.body.dataset.stream === 'open'")
-    result = web_fixtures.run_from_page(page)["result"]
+    result = check_from_page(page, server, "print('loading <b>my</b> sink')\n"
+                                           "raise RuntimeError('boom at import')\n")
     assert result["blocker"] == "import_error" and not result["diagnoses"]
     assert result["blocker_output"].rstrip("\n") == "loading <b>my</b> sink", result
     folded = page.locator("#diagnoses details.learner-output")
