@@ -160,3 +160,24 @@ def test_deviations_leave_the_default_schedule_at_exactly_one_point():
     assert sorted(runs[1:]) == sorted([(True, False, 0), (False, True, 0), (False, False, 1),
                                        (False, False, 2)])
     assert len(list(bounded.deviations(toy, 1, 3))) == 3  # the limit holds, spread
+
+
+def test_a_control_that_closes_its_raw_descriptors_again_after_run_is_named(tmp_path):
+    # The raw-fds alternate closes by number once (its sockets let go first); closing the
+    # saved numbers instead closes them again after run() has -- numbers that by then may
+    # belong to another file of the program (here: the selector's).
+    from workbook.explore import driver
+    problem = manifest.get("p02")
+    source = (problem.alternates_dir / "raw_fds.py").read_text()
+    once = "            _close(self.reader)\n            _close(self.writer)\n"
+    assert once in source
+    path = tmp_path / problem.learner_file.name
+    path.write_text(source.replace(once, "            os.close(self._rfd)\n"
+                                         "            os.close(self._wfd)\n"))
+    report = driver.explore(p02, str(path))
+    assert report.found is not None, "a double close of raw descriptors went unseen"
+    problem_text = report.found.problem
+    assert "but that descriptor was closed already" in problem_text, problem_text
+    assert "(Control.close() after run() has closed its sockets must not close it again)" \
+        in problem_text, problem_text
+    assert " again (it was " in report.found.message(), report.found.message()

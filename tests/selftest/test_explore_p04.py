@@ -4,6 +4,7 @@ explorer found (a far deadline, a NaN delay) staying fixed."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -146,3 +147,34 @@ def test_each_task_has_its_own_thread_identity_and_locals():
         ["IOLoop.current() is the loop", "IOLoop.current() is a new loop (its #1)",
          "IOLoop.current() is the loop"]), shown
     assert math.isfinite(out.events[-1].now) and Path(module.__file__) == REFERENCE.resolve()
+
+
+def test_a_second_close_may_raise_but_closing_a_raw_descriptor_twice_is_named(tmp_path):
+    # The eventfd alternate closes its raw descriptors once, guarded by a flag; without the
+    # guard a second close() hands the same numbers to os.close again -- numbers that by
+    # then may belong to another file of the program.
+    alternate = PROBLEM.alternates_dir / "eventfd_and_deques.py"
+    source = alternate.read_text()
+    guard = ("            if self._is_closed:  # closed already: its descriptor numbers may "
+             "be another's by now\n                return\n")
+    assert guard in source
+    path = tmp_path / PROBLEM.learner_file.name
+    path.write_text(source.replace(guard, ""))
+    from workbook.explore import driver
+    report = driver.explore(p04, str(path))
+    assert report.found is not None, "a double close of raw descriptors went unseen"
+    problem = report.found.problem
+    assert re.search(r"thread 'loop' called os\.close\(\d+\) at step \d+, but that "
+                     r"descriptor was closed already \(the loop's \w+ fd \d+, closed at step",
+                     problem), problem
+    assert "close each descriptor once (a second close() of the loop must not close it " \
+        "again)" in problem, problem
+    assert report.found.scenario.describe().endswith("close(); close()"), \
+        report.found.scenario.describe()
+    # ... while the guarded alternate (whose second close does nothing) passes, and one
+    # whose second close raises without closing anything is the contract's silence
+    raising = tmp_path / "raising" / PROBLEM.learner_file.name
+    raising.parent.mkdir()
+    raising.write_text(source.replace(guard, guard.replace(
+        "return", "raise RuntimeError('the loop is closed already')")))
+    assert driver.explore(p04, str(raising)).found is None

@@ -18,11 +18,16 @@ from workbook.explore.p02_scenario import BAD_ADDRESSES
 
 
 def judge(rec: Any) -> str | None:
-    for check in (_setup, _pending, _presses, _drains, _closes, runs, _state):
+    for check in (_twice, _setup, _pending, _presses, _drains, _closes, runs, _state):
         problem = check(rec)
         if problem:
             return problem
     return None
+
+
+def _twice(rec: Any) -> str | None:
+    """A raw descriptor closed twice: the root cause of whatever follows (an EBADF, say)."""
+    return rec.world.again_sentence(rec.sched, "Control.close() after run() has closed its sockets") or None
 
 
 def _setup(rec: Any) -> str | None:

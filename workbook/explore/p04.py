@@ -296,7 +296,8 @@ def _observed(sc: Scenario, sched: Scheduler, world: Any, ctx: Ctx,
                 if r.task >= 0]
     return Observed(events, waits, arrivals, loop_sends, wakeups, writes, open_fds,
                     all_closed, _where(sched.tasks[1]),
-                    _fault_in_loop(world, sched), bool(world.injected), loop_add_writes)
+                    _fault_in_loop(world, sched), bool(world.injected), loop_add_writes,
+                    world.again_sentence(sched, "a second close() of the loop"))
 
 
 def _op_of(sc: Scenario, thread: str, name: str) -> list[Any]:

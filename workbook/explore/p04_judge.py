@@ -38,6 +38,8 @@ def judge(sc: Any, obs: Observed) -> str | None:
 
 
 def _judge(sc: Any, obs: Observed) -> str | None:
+    if obs.closed_again:  # the root cause of whatever follows (an EBADF, say)
+        return obs.closed_again
     try:
         driver = _exact(sc, obs, log_base=False)
     except Mismatch as first:

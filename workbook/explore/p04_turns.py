@@ -103,6 +103,7 @@ class Observed:
     relax_at: tuple[int, BaseException] | None = None  # first fault injected in the loop
     faulted: bool = False  # some fault was injected
     loop_add_writes: int = 0  # writes made inside the loop thread's own add_callback calls
+    closed_again: str = ""  # a raw descriptor closed a second time (io.again_sentence)
 
 
 def _name(text: str) -> str:

@@ -2,6 +2,7 @@
 call on a blocking descriptor that would sleep waits in the scheduler)."""
 from __future__ import annotations
 
+import errno as _errno
 import functools
 import os as _os
 import select as _select
@@ -99,6 +100,11 @@ def close(fd: int) -> None:
     if w._task() is not None:
         w.sched.point()
     r = w.by_fd.get(fd)
+    before = w.closed_before(fd) if r is None else None
+    if before is not None:
+        w.close_again(before)
+        raise OSError(_errno.EBADF, "Bad file descriptor")  # what the system says when
+        #                                                      nothing has reused the number
     _os.close(fd)
     w.closed(r, "os.close()")
     if exc is not None:

@@ -112,6 +112,10 @@ class World:
         self.transfers: list[Transfer] = []
         self.points: list[tuple[int, str, int]] = []
         self.injected: list[tuple[Fault, BaseException, int]] = []
+        #: Raw descriptors closed a second time (``os.close`` of a number already closed and
+        #: not reopened): the resource, the step and who.  Harmless here only by luck: in a
+        #: real program the number may by then belong to another file or socket.
+        self.again: list[tuple[Resource, int, int]] = []
         self._counts: dict[tuple[int, str], int] = {}
         self._token = object()  # what every controlled wait blocks on
         self._looks: dict[int, Callable[[], bool]] = {}  # task index -> its wait's look
@@ -168,6 +172,32 @@ class World:
         else:
             self.record(f"closes {r.name}", r)
         self.changed()  # its peer may now read EOF or hang-up
+
+    def closed_before(self, fd: int) -> Resource | None:
+        """The resource last closed on descriptor ``fd``, when no open one holds it now."""
+        if fd in self.by_fd:
+            return None
+        return next((r for r in reversed(self.resources) if r.fd == fd and r.closed is not None),
+                    None)
+
+    def close_again(self, r: Resource) -> None:
+        """``os.close`` of ``r``'s number once more: recorded, never passed to the system
+        (the number may belong to the harness by now)."""
+        self.again.append((r, self.step(), self._who()))
+        self.record(f"closes fd {r.fd} again (it was {r.name}, closed already)")
+
+    def again_sentence(self, sched: Scheduler, example: str) -> str:
+        """The first descriptor closed twice, in words ("" when none was): ``example`` says
+        where the problem's code typically does it."""
+        if not self.again:
+            return ""
+        r, step, who = self.again[0]
+        name = sched.tasks[who].name if 0 <= who < len(sched.tasks) else "the program"
+        return (f"thread '{name}' called os.close({r.fd}) at step {step}, but that descriptor "
+                f"was closed already ({r.name}, closed at step {r.closed}). By then its number "
+                "may belong to another file or socket of the program, which would be closed "
+                f"in its place: close each descriptor once ({example} must not close it "
+                "again)")
 
     def registered(self, sel: Resource, fd: int, events: int) -> None:
         r = self.by_fd.get(fd)
