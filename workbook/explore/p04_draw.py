@@ -14,6 +14,7 @@
 """
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import replace
 from typing import Any, Iterator
@@ -92,6 +93,13 @@ def systematic(extensions: bool = True) -> list[Scenario]:
                          ["later", 3, 0.5, ["set", 0, "0"]], ["yield", ["F", 0], True]]))
     out.append(Scenario([["later", 1, 0, None], ["cb", 2, [], ["remove", 1]],
                          ["yield", ["moment"], True], ["yield", ["moment"], True]]))
+    # three timeouts set in every order, one of them removed before any is due: the others
+    # still fire in deadline order (taking an entry out of a heap's list breaks the heap)
+    for order in itertools.permutations((0.25, 0.5, 1.0)):
+        for gone in (1, 2, 3):
+            out.append(Scenario([["later", n, delay, None] for n, delay in enumerate(order, 1)]
+                                + [["remove", gone], ["later", 4, 1.5, ["set", 0, "0"]],
+                                   ["yield", ["F", 0], True]]))
     # moment beside a due timeout: the timeout runs on the next turn, not after the spin
     out.append(Scenario([["later", 1, 0, None]] + [["yield", ["moment"], True]] * 3
                         + [["yield", ["none"], True]]))
