@@ -271,6 +271,10 @@ def pairs() -> list[Scenario]:
     for start in LINE_STARTS:  # and at the learner's lines, where no lock marks a point
         out.append(Scenario([list(op) for op in STARTS[start]], _consumer(start, "wait"),
                             [[list(PUT)]], preempt=1.0, lines=True))
+    # two producers racing at the learner's lines for the one wakeup of a cycle (a flag read
+    # and set outside the lock), the consumer armed and out of the way
+    out.append(Scenario([list(op) for op in STARTS["armed"]], _consumer("armed"),
+                        [[list(PUT)], [list(PUT)]], preempt=1.0, lines=True))
     return out
 
 

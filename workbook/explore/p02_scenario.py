@@ -263,6 +263,11 @@ def systematic(extensions: bool = True) -> list[Scenario]:
         out.append(Scenario([], None, [[["drain", None, 0.5]] * 3, [other]]))
     out.append(Scenario([], None, [[["drain", None, 0]], [["presses", None, 0]],
                                    [["look", None, 0]]]))
+    # a press stopped between any two of its lines while run() ends and closes the control
+    # (a press that checked "closed" before and sends after must still act as one or the
+    # other: a completed press, or RuntimeError)
+    for k in range(1, 9):
+        out.append(Scenario(["up"], None, [[list(RUN)], [["press", None, 0]]], pause=[2, k, 0]))
     # every operation between any two lines the loop runs: T1 stops before its k-th line
     # and the operation runs then; in a run that ends by itself (its dial connects at once),
     # and in one a stray byte wakes (the operation then lands in the control's branch)
