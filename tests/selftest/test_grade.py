@@ -102,8 +102,27 @@ def _grade(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     return cli("grade", *args, "--time-limit", LIMIT, timeout=timeout)
 
 
-def _sandbox_processes(uids: list[int]) -> list[int]:
-    return [pid for uid in uids for pid in processes_of(uid)]
+def _sandbox_processes(uids: list[int], *, started_by: float | None = None) -> list[int]:
+    """Processes running as ``uids``; with ``started_by`` (seconds since boot), only those
+    started by then -- a uid the killed grader let go may be taken at once by a batch of
+    another test running beside this one, whose processes are not the killed grader's."""
+    return [pid for uid in uids for pid in processes_of(uid)
+            if started_by is None or _started(pid) <= started_by]
+
+
+def _started(pid: int) -> float:
+    """When process ``pid`` started, in seconds since boot (0.0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            ticks = int(f.read().rpartition(")")[2].split()[19])
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _uptime() -> float:
+    with open("/proc/uptime") as f:
+        return float(f.read().split()[0])
 
 
 def _flat(text: str) -> str:
@@ -111,11 +130,12 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def _wait_for_no_sandbox_process(uids: list[int], seconds: float = 10) -> list[int]:
+def _wait_for_no_sandbox_process(uids: list[int], seconds: float = 10, *,
+                                  started_by: float | None = None) -> list[int]:
     deadline = time.monotonic() + seconds
-    while _sandbox_processes(uids) and time.monotonic() < deadline:
+    while _sandbox_processes(uids, started_by=started_by) and time.monotonic() < deadline:
         time.sleep(0.05)
-    return _sandbox_processes(uids)
+    return _sandbox_processes(uids, started_by=started_by)
 
 
 # -- the report's integrity, without running anything ---------------------------------------
@@ -531,12 +551,14 @@ def test_a_batch_killed_midway_resumes_without_redoing_finished_work(tmp_path):
     deadline = time.monotonic() + 120
     while len(_finished(state)) < 2 and batch.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
+    killed_at = _uptime()
     batch.send_signal(signal.SIGKILL)  # no cleanup handler gets to run
     batch.wait(30)
     before = _finished(state)
     assert 2 <= len(before) < 5, before
     uids = json.loads(state.read_text())["sandbox_uids"]
-    assert _wait_for_no_sandbox_process(uids) == []  # the runs died with the grader
+    # the runs died with the grader (processes of those uids it started, not a later batch's)
+    assert _wait_for_no_sandbox_process(uids, started_by=killed_at) == []
 
     out = _grade(str(subs), "--problem", "p01", "--format", "json", "--out", str(state))
     assert out.returncode == 0, out.stderr
