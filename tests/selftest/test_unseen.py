@@ -91,3 +91,15 @@ def test_every_variant_has_an_exposure_scenario(problem):
     functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
     names = [e.name for e in measure.corpus(problem)]
     assert not [n for n in names if n not in functions]
+
+
+def test_the_round_2_corpus_compiles_and_each_wrong_file_has_its_demo_and_index_line():
+    from tests.selftest.unseen.round2 import measure as round2
+    files = round2.corpus(["p01", "p02", "p03", "p04"])
+    assert len(files) == 40 and sum(wrong for _, _, wrong in files) == 32
+    for pid, path, wrong in files:
+        compile(path.read_text("utf-8"), str(path), "exec")
+        assert path.stem in (path.parent / "INDEX.md").read_text("utf-8"), path
+        if wrong:
+            demo = path.with_name(path.stem + ".demo.py")
+            compile(demo.read_text("utf-8"), str(demo), "exec")

@@ -1,0 +1,47 @@
+"""Demo for close_forgets_previous_loop.py (P04). Usage: .venv/bin/python tests/selftest/unseen/round2/p04/close_forgets_previous_loop.demo.py [FILE]
+Exit 1 + VIOLATION on the wrong file, exit 0 + OK on the reference.
+"""
+import importlib.util
+import os
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def load(default_name):
+    path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, default_name)
+    spec = importlib.util.spec_from_file_location("learner_p04_under_demo", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod, path
+
+
+def finish(code, msg):
+    print(msg, flush=True)
+    os._exit(code)  # a loop thread may still be asleep on purpose
+
+
+def run_loop_in_main(loop, setup, limit=3.0):
+    """Queue setup, plus a safety stop after `limit` seconds, and run the loop in this thread."""
+    def arm():
+        loop.call_later(limit, loop.stop)
+        setup()
+    loop.add_callback(arm)
+    loop.start()
+
+
+mod, path = load("close_forgets_previous_loop.py")
+a = mod.IOLoop.current()
+b = mod.IOLoop()
+if mod.IOLoop.current() is not b:
+    finish(2, "setup failed: a new IOLoop did not become current")
+b.close()
+c = mod.IOLoop.current()
+if c is not a:
+    finish(1, "VIOLATION: after closing the current loop b, IOLoop.current() is a new loop, not the "
+              "loop a that was current before b was made")
+a.close()
+finish(0, "OK: closing b gave the thread back a")

@@ -1,0 +1,43 @@
+"""Demo for late_done_callback_scheduled.py (P04). Usage: .venv/bin/python tests/selftest/unseen/round2/p04/late_done_callback_scheduled.demo.py [FILE]
+Exit 1 + VIOLATION on the wrong file, exit 0 + OK on the reference.
+"""
+import importlib.util
+import os
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def load(default_name):
+    path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, default_name)
+    spec = importlib.util.spec_from_file_location("learner_p04_under_demo", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod, path
+
+
+def finish(code, msg):
+    print(msg, flush=True)
+    os._exit(code)  # a loop thread may still be asleep on purpose
+
+
+def run_loop_in_main(loop, setup, limit=3.0):
+    """Queue setup, plus a safety stop after `limit` seconds, and run the loop in this thread."""
+    def arm():
+        loop.call_later(limit, loop.stop)
+        setup()
+    loop.add_callback(arm)
+    loop.start()
+
+
+mod, path = load("late_done_callback_scheduled.py")
+f = mod.Future()
+f.set_result(1)
+seen = []
+f.add_done_callback(lambda fut: seen.append(fut.result()))
+if seen != [1]:
+    finish(1, f"VIOLATION: add_done_callback on a done Future returned without calling back (seen={seen})")
+finish(0, "OK: add_done_callback on a done Future called back at once")
