@@ -472,6 +472,8 @@ def similarity_view(data: dict) -> Table:
         for pair in info["similar"]:
             table.add_row(pid, f"{shown(pair['a'])}, {shown(pair['b'])}",
                           f"{pair['percent']:.0f} %")
+        for note in info.get("notes", ()):  # decoded otherwise, cut, or not compared
+            table.add_row(pid, f"{shown(note['submission'])}: {shown(note['note'])}", "note")
     if not table.rows:
         table.add_row("–", "no two submissions are alike above the threshold", "")
     return table

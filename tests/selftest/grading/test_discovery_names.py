@@ -57,7 +57,8 @@ def test_a_zip_a_lone_file_and_a_folder_named_alike_get_three_rows(tmp_path):
     found, said = _discover(root)
     assert sorted(found) == ["ann", "zed", "zed.zip", f"zed_{P01.module}.py"]
     assert {name: s.files["p01"].read_text() for name, s in found.items() if s.files} == {
-        "zed": "x = 'folder'\n", "zed.zip": "x = 'zip'\n", f"zed_{P01.module}.py": "x = 'lone file'\n"}
+        "zed": "x = 'folder'\n", "zed.zip": "x = 'zip'\n",
+        f"zed_{P01.module}.py": "x = 'lone file'\n"}
     assert "cannot be unpacked" in found["ann"].refused["p01"]
     assert len(said) == 1 and "3 entries" in said[0]
 
