@@ -23,6 +23,22 @@ def _discover(root: Path, problems=(P01,)) -> tuple[dict[str, discovery.Submissi
     return names, said
 
 
+def _make(root: Path, folders: dict[str, str] = {}, files: dict[str, str] = {},
+          zips: dict[str, dict[str, str]] = {}) -> Path:
+    """A class folder: folders holding a learner file, lone files, zips (member -> text)."""
+    root.mkdir(parents=True)
+    for name, text in folders.items():
+        (root / name).mkdir()
+        (root / name / P01.learner_file.name).write_text(text)
+    for name, text in files.items():
+        (root / name).write_text(text)
+    for name, members in zips.items():
+        with zipfile.ZipFile(root / name, "w") as zf:
+            for member, text in members.items():
+                zf.writestr(member, text)
+    return root
+
+
 def test_a_lone_file_and_a_folder_named_alike_both_get_rows_and_a_warning(tmp_path):
     root = tmp_path / "class"
     (root / "zed").mkdir(parents=True)
@@ -47,12 +63,9 @@ def test_the_names_do_not_depend_on_which_entry_sorts_first(tmp_path):
 
 
 def test_a_zip_a_lone_file_and_a_folder_named_alike_get_three_rows(tmp_path):
-    root = tmp_path / "class"
-    (root / "zed").mkdir(parents=True)
-    (root / "zed" / P01.learner_file.name).write_text("x = 'folder'\n")
-    (root / f"zed_{P01.module}.py").write_text("x = 'lone file'\n")
-    with zipfile.ZipFile(root / "zed.zip", "w") as zf:
-        zf.writestr(f"zed/{P01.learner_file.name}", "x = 'zip'\n")
+    root = _make(tmp_path / "class", {"zed": "x = 'folder'\n"},
+                 {f"zed_{P01.module}.py": "x = 'lone file'\n"},
+                 {"zed.zip": {f"zed/{P01.learner_file.name}": "x = 'zip'\n"}})
     (root / "ann.zip").write_bytes(b"not a zip")  # refused, but named ann, not clashing
     found, said = _discover(root)
     assert sorted(found) == ["ann", "zed", "zed.zip", f"zed_{P01.module}.py"]
@@ -104,12 +117,8 @@ def test_names_alike_but_for_case_are_separate_rows_with_a_warning_and_separate_
 
 
 def test_a_roster_counts_a_zip_and_a_renamed_lone_file_as_submitted(tmp_path):
-    root = tmp_path / "class"
-    (root / "zed").mkdir(parents=True)
-    (root / "zed" / P01.learner_file.name).write_text("x = 1\n")
-    (root / f"{P01.module}_zed.py").write_text("x = 2\n")
-    with zipfile.ZipFile(root / "ann.zip", "w") as zf:
-        zf.writestr(P01.learner_file.name, "x = 3\n")
+    root = _make(tmp_path / "class", {"zed": "x = 1\n"}, {f"{P01.module}_zed.py": "x = 2\n"},
+                 {"ann.zip": {P01.learner_file.name: "x = 3\n"}})
     (root / "notes.txt").write_text("not a submission")
     roster = tmp_path / "roster.csv"
     roster.write_text("id\nann\nzed\n")
