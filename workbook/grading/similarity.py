@@ -102,7 +102,7 @@ def normalised(text: str) -> str:
     in the text; a file the tokenizer stops on is normalised line by line after that."""
     lines = text.split("\n")
     inside: set[int] = set()  # 0-based lines that end inside a multi-line token
-    with contextlib.suppress(tokenize.TokenError, SyntaxError):
+    with contextlib.suppress(tokenize.TokenError, SyntaxError, ValueError):
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):
             if tok.end[0] > tok.start[0]:
                 inside.update(range(tok.start[0] - 1, tok.end[0] - 1))
