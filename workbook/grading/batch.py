@@ -172,7 +172,7 @@ def _grade(args, stack: contextlib.ExitStack) -> int:
         state = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "gradebook.json"
     unpacked = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="workbook-zips-")))
     submissions = discover(args.submissions.resolve(), problems, single=args.single,
-                           unpack_to=unpacked)
+                           unpack_to=unpacked, warn=_warn)
     if not submissions:
         raise UsageError(f"no submissions found in {args.submissions}")
     judges = interpreters.choose(args.one_python, args.python, say=_note, warn=_warn)
@@ -397,7 +397,8 @@ def roster_report(path: Path, submissions: list[Submission], folder: Path) -> di
     (unknown), and which entries of the class folder made no submission at all (unmatched)."""
     ids = read_roster(path)
     names = {s.name for s in submissions}
-    used = {s.path.name for s in submissions} | {p.name for s in submissions for p in s.extra_paths}
+    used = {(s.entry or s.path).name for s in submissions} | {
+        p.name for s in submissions for p in s.extra_paths}
     unmatched = sorted(e.name for e in folder.iterdir()
                        if not e.name.startswith(".") and e.name not in used
                        and e.name not in {"__MACOSX"})
@@ -471,6 +472,8 @@ def similarity_view(data: dict) -> Table:
         for pair in info["similar"]:
             table.add_row(pid, f"{shown(pair['a'])}, {shown(pair['b'])}",
                           f"{pair['percent']:.0f} %")
+        for note in info.get("notes", ()):  # decoded otherwise, cut, or not compared
+            table.add_row(pid, f"{shown(note['submission'])}: {shown(note['note'])}", "note")
     if not table.rows:
         table.add_row("–", "no two submissions are alike above the threshold", "")
     return table

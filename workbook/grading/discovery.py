@@ -11,7 +11,9 @@ import errno
 import hashlib
 import os
 import stat
+import unicodedata
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +36,7 @@ class Submission:
     files: dict[str, Path] = field(default_factory=dict)    # problem id -> learner file
     refused: dict[str, str] = field(default_factory=dict)   # problem id -> why not run
     extra_paths: list[Path] = field(default_factory=list)   # more lone files of one student
+    entry: Path | None = None   # the class folder's entry it came from (a zip: the archive)
 
     def add(self, problem_id: str, path: Path) -> None:
         """``path`` as this submission's file for ``problem_id``, or refused and why."""
@@ -89,32 +92,31 @@ class Submission:
         return digest.hexdigest()[:16]
 
 
-def discover(root: Path, problems: list[manifest.Problem], *,
-             single: bool = False, unpack_to: Path | None = None) -> list[Submission]:
+def discover(root: Path, problems: list[manifest.Problem], *, single: bool = False,
+             unpack_to: Path | None = None,
+             warn: Callable[[str], None] | None = None) -> list[Submission]:
     """The submissions in ``root``: each folder (or ``.py`` file, or ``.zip`` archive,
     unpacked into ``unpack_to``) is one; ``single``: root itself is one.  Symbolic links are
-    never followed."""
+    never followed.  Every entry that is a submission gets a row under a name of its own
+    (``unique_names``); ``warn`` is told of each name that had to change, and of names that
+    differ only in case."""
     if single:
         return [_folder_submission(root.name or "submission", root, problems)]
-    found: dict[str, Submission] = {}
-    for entry in sorted(root.iterdir()):
+    found: list[Submission] = []
+    flat: dict[str, Submission] = {}  # lone files by their short name: one student's files
+    for index, entry in enumerate(sorted(root.iterdir())):
         if entry.name.startswith(".") or entry.name in SKIP_DIRS:
             continue
         if entry.suffix.lower() == ".zip" and entry.is_file() and not entry.is_symlink() \
                 and unpack_to is not None:
-            name = entry.stem
             try:
-                folder = unpack(entry, unpack_to / f"{len(found)}-{name}")
+                folder = unpack(entry, unpack_to / f"{index}-{entry.stem}")
             except (OSError, zipfile.BadZipFile, ValueError) as exc:
-                sub = Submission(name, entry)
+                sub = Submission(entry.stem, entry)
                 sub.refused = {p.id: f"the archive cannot be unpacked ({exc})" for p in problems}
             else:
-                sub = _folder_submission(name, folder, problems)
-            if sub.name in found:
-                sub.name = entry.name
-            found[sub.name] = sub
-            continue
-        if entry.is_symlink():
+                sub = _folder_submission(entry.stem, folder, problems)
+        elif entry.is_symlink():
             sub = Submission(entry.name, entry)
             sub.refused = {p.id: "a symbolic link (refused)" for p in problems}
         elif entry.is_dir():
@@ -123,21 +125,67 @@ def discover(root: Path, problems: list[manifest.Problem], *,
             sub = _file_submission(entry, problems)
             if sub is None:
                 continue
-            other = found.get(sub.name)
-            if other is not None and other.path.is_file() and not (
-                    set(other.files) | set(other.refused)) & (set(sub.files) | set(sub.refused)):
+            other = flat.get(sub.name)
+            if other is not None and not (set(other.files) | set(other.refused)) & (
+                    set(sub.files) | set(sub.refused)):
                 # An LMS's flat files (``doe_jane_12345_p01_output_sink.py``, ``…_p03_…``):
                 # one student, one row, each file for its own problem.
                 other.files.update(sub.files)
                 other.refused.update(sub.refused)
                 other.extra_paths.append(entry)
                 continue
+            flat.setdefault(sub.name, sub)
         else:
             continue
-        if sub.name in found:  # a lone file's short name is taken: its full name
-            sub.name = entry.name
-        found[sub.name] = sub
-    return list(found.values())
+        sub.entry = entry
+        found.append(sub)
+    for text in unique_names(found):
+        if warn is not None:
+            warn(text)
+    return found
+
+
+def unique_names(subs: list[Submission]) -> list[str]:
+    """Give every submission a name no other has, and say what changed (one sentence each).
+
+    A folder is named by itself; a lone file by its name minus the module, a zip by its name
+    minus ``.zip``: short names that can clash with each other and with a folder.  Where
+    several want one name, a folder keeps it (its name is its entry's) and each of the others
+    takes its entry's full name (``p01_output_sink_zed.py``, ``zed.zip``): the same names
+    whatever order the entries are found in, and none replaces another.  Entries of one folder
+    have distinct names, so this leaves a clash only in contrived cases (a zip named like
+    another lone file's full name); those get a short hash of their entry's name appended."""
+    notes: list[str] = []
+    by_name: dict[str, list[Submission]] = {}
+    for sub in subs:
+        by_name.setdefault(sub.name, []).append(sub)
+    for name, group in by_name.items():
+        if len(group) < 2:
+            continue
+        for sub in group:
+            if sub.entry is not None and sub.name != sub.entry.name:
+                sub.name = sub.entry.name
+        notes.append(f"{len(group)} entries of the class folder would be named {name!r} ("
+                     + ", ".join(sorted(s.entry.name for s in group if s.entry)) + "): each "
+                     f"gets a row, named " + ", ".join(repr(s.name) for s in group))
+    taken: dict[str, Submission] = {}
+    for sub in subs:  # still the same name (contrived): a hash of the entry's name tells
+        if sub.name in taken:
+            entry = (sub.entry or sub.path).name
+            digest = hashlib.sha256(os.fsencode(entry)).hexdigest()[:8]
+            notes.append(f"{entry!r} would be named {sub.name!r} like another entry: "
+                         f"named {sub.name + '~' + digest!r}")
+            sub.name = f"{sub.name}~{digest}"
+        taken[sub.name] = sub
+    by_fold: dict[str, list[str]] = {}
+    for sub in subs:
+        by_fold.setdefault(unicodedata.normalize("NFC", sub.name).casefold(), []).append(
+            sub.name)
+    notes += [f"the names {', '.join(map(repr, sorted(names)))} differ only in case or "
+              "Unicode form: separate rows, easy to confuse (and one folder on a "
+              "case-insensitive disk: the exports keep them apart)"
+              for names in by_fold.values() if len(names) > 1]
+    return notes
 
 
 #: An archive's limits: members, bytes unpacked in all.

@@ -9,6 +9,7 @@ import csv
 import hashlib
 import io
 import json
+import unicodedata
 from collections import Counter
 from pathlib import Path
 
@@ -130,19 +131,24 @@ NAME_MAX = 100
 
 def export_names(names: list[str]) -> dict[str, str]:
     """A folder name for each submission, unique however alike the names are (``bob`` and
-    ``bob.``) and short enough for any file system: a name that is not already safe, or is
-    long, is cut to ``NAME_MAX`` characters and gets a short hash of itself appended."""
+    ``bob.``; ``Bob`` and ``bob``, one folder on a case-insensitive disk) and short enough for
+    any file system: a name that is not already safe, or is long, or is taken but for case or
+    Unicode form, is cut to ``NAME_MAX`` characters and gets a short hash of itself appended."""
     out: dict[str, str] = {}
-    taken: set[str] = set()
+    taken: set[str] = set()  # casefolded NFC: as a case-insensitive disk compares names
     for name in sorted(names, key=lambda n: (safe_name(n) != n, n)):
         safe = safe_name(name)
         if len(safe.encode("utf-8", "backslashreplace")) > NAME_MAX:
             safe = safe_name(name.encode("ascii", "backslashreplace").decode())[:NAME_MAX]
-        if safe != name or safe in taken:
+        if safe != name or _folded(safe) in taken:
             safe = f"{safe}-{hashlib.sha256(name.encode('utf-8', 'surrogateescape')).hexdigest()[:8]}"
         out[name] = safe
-        taken.add(safe)
+        taken.add(_folded(safe))
     return out
+
+
+def _folded(name: str) -> str:
+    return unicodedata.normalize("NFC", name).casefold()
 
 
 def export(book: Gradebook, fmt: str, out: Path, *, single: bool, excel: bool = False,
