@@ -135,7 +135,11 @@ class Reporter:
 
 
 def _send(record: protocol.Record) -> None:
-    """One record to the judge, which signs and sends it."""
+    """One record to the judge, which signs and sends it (a note: its text, which the judge
+    makes the record of)."""
+    if type(record) is protocol.Note:
+        sys.audit("workbook.report", "note", record.text, record.checkpoint)
+        return
     nodeid = getattr(record, "nodeid", None)
     sys.audit("workbook.report", record.event, protocol.body(record),
               nodeid if type(nodeid) is str else None)
@@ -169,6 +173,12 @@ def pytest_collection_finish(session) -> None:
     for item in session.items:
         marker = item.get_closest_marker("checkpoint")
         _send(protocol.Item(item.nodeid, marker.args[0] if marker else None))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logstart(nodeid, location) -> None:
+    """The test pytest starts now: the only one a test record may be about."""
+    sys.audit("workbook.running", nodeid)
 
 
 @pytest.hookimpl(tryfirst=True)
