@@ -42,7 +42,11 @@ class ReportReader(threading.Thread):
     def feed(self, line: bytes) -> None:
         if not line.strip():
             return
-        decoded = protocol.read_line(self.key, line)
+        try:
+            decoded = protocol.read_line(self.key, line)
+        except protocol.ProtocolError as exc:
+            self.violation = self.violation or f"a malformed report record: {exc}"
+            return
         if decoded is None:
             self.forged += 1
             return
