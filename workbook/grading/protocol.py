@@ -134,6 +134,8 @@ def read_line(key: bytes, line: bytes) -> tuple[int, Record, Stamp] | None:
         return None
     try:
         record = from_dict(_clean(json.loads(json_text)))
+    except ProtocolError:
+        raise
     except RecursionError:
         raise ProtocolError("a record nested too deeply") from None
     except ValueError:
