@@ -44,9 +44,11 @@ def _kit_modules(modules=sys.modules) -> tuple[str, ...]:
     """The bounded waits', the stuck detector's and the tuning constants' modules, as
     imported now (the package ``workbook.testkit`` is one of ``GUARDED``; what it is made of
     is guarded the same way: a threshold raised in ``workbook.tuning`` or a decision replaced
-    in ``workbook.stuck.decide`` is a test weakened)."""
+    in ``workbook.stuck.decide`` is a test weakened; so are the explorers, and the settings
+    ``workbook.explore.driver`` pins)."""
     return tuple(sorted(name for name in list(modules) if name == "workbook.tuning"
-                        or name.startswith(("workbook.testkit.", "workbook.stuck"))))
+                        or name.startswith(("workbook.testkit.", "workbook.stuck",
+                                            "workbook.explore"))))
 
 
 def _harness_modules(tests: Path = _STAGE / "tests") -> tuple[str, ...]:
@@ -153,8 +155,11 @@ def pytest_configure(config) -> None:
     import workbook.plugin
     import workbook.records  # noqa: F401 - in the snapshot before learner code runs
     import workbook.testkit  # noqa: F401
+    from workbook.explore import driver
+    driver.pin(os.environ.get("WORKBOOK_EXPLORE_SEED"))  # the grader's, before learner code
     shallow = _library_modules()
-    reporter = Reporter(config.pluginmanager, GUARDED + _kit_modules() + _harness_modules(),
+    harness = _harness_modules()  # first: the kit's and explorers' modules they import too
+    reporter = Reporter(config.pluginmanager, GUARDED + _kit_modules() + harness,
                         tuple(name for name in shallow if name not in GUARDED))
     workbook.plugin.set_report_sink(reporter.emit)
     config.stash[_ARMED] = True
