@@ -97,6 +97,8 @@ def _stop_reason(outcome: runner.Outcome, limits: Limits, ended: bool) -> str | 
         return f"timed out while importing (limit {limits.import_wall:g} s)"
     if outcome.timed_out == "run":
         return f"timed out (limit {limits.wall:g} s)"
+    if outcome.timed_out == "flood":
+        return "stopped: its report flooded the grader"
     if ended or outcome.timed_out == "exit":
         return None
     if outcome.run_memory and outcome.signal == signal.SIGKILL:

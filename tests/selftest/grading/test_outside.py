@@ -168,3 +168,26 @@ def test_a_run_that_reports_more_time_than_it_had_is_tampered():
         Limits.for_wall(90), "a.py", Path("/x"), Path("/x/t.py"))
     assert entry.status == "error" and "tampered: the outside view" in entry.reason, entry.reasons
     assert entry.tests_reported < 3
+
+
+def test_a_report_that_floods_the_grader_is_cut_off_and_the_run_stopped(monkeypatch):
+    # red team 2's report_expand: the grader kept every record in its own memory (30 ->
+    # 315 MB in 6 s); now a run gets so many records and bytes, then is stopped
+    from workbook.grading.sandbox import channels
+    monkeypatch.setattr(channels, "RECORDS_MAX", 5)
+    monkeypatch.setattr(channels, "REPORT_BYTES_MAX", 4000)
+    reader = channels.ReportReader(-1, KEY)
+    for seq in range(8):
+        reader.feed(protocol.encode(KEY, seq, protocol.Note("p01.fifo", "x")))
+    assert len(reader.records) == 5 and reader.flooded and reader.wake.is_set()
+    assert reader.violation == "the report flooded the grader (over 5 records)"
+    monkeypatch.setattr(channels, "RECORDS_MAX", 1000)
+    read_fd, write_fd = os.pipe()
+    reader = channels.ReportReader(read_fd, KEY)
+    reader.start()
+    with open(write_fd, "wb") as pipe:
+        for seq in range(40):  # about 130 bytes a line
+            pipe.write(protocol.encode(KEY, seq, protocol.Note("p01.fifo", "y" * 20)))
+    reader.join(10)
+    assert reader.flooded and len(reader.records) < 40
+    assert reader.violation == "the report flooded the grader (over 4000 bytes of report lines)"
