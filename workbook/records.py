@@ -10,6 +10,7 @@ of another version (``ReportError``) rather than guess at it.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import IO, Iterator, Union, get_args
@@ -107,6 +108,9 @@ class End:
 Record = Union[Start, ImportFailed, Collected, Item, TestDone, Note, Tampered, End]
 BY_EVENT: dict[str, type] = {cls.event: cls  # type: ignore[attr-defined]
                              for cls in get_args(Record)}
+#: Each record's fields and their declared types, as written above (``_typed`` reads them).
+_FIELD_TYPES: dict[type, dict[str, str]] = {cls: {f.name: str(f.type) for f in fields(cls)}
+                                            for cls in get_args(Record)}
 
 
 def cap_output(text: str, limit: int = OUTPUT_MAX) -> str:
@@ -145,15 +149,42 @@ def cap_timeline(timeline: dict | None) -> dict | None:
             "cut": max(0, len(timeline["steps"]) - TIMELINE_STEPS)}
 
 
+def _typed(cls: type, name: str, value: object) -> object:
+    """``value`` as field ``name`` of ``cls`` holds it (a whole float for an int-valued
+    duration, a list as a tuple); ``ReportError`` if it is of another type: whatever reads a
+    record later (the grader's checks, its exports) may rely on every field's type."""
+    kind = _FIELD_TYPES[cls][name]
+    if value is None and kind.endswith("| None"):
+        return None
+    kind = kind.removesuffix(" | None")
+    ok = {"str": lambda v: type(v) is str,
+          "int": lambda v: type(v) is int,
+          "float": lambda v: type(v) in (int, float) and math.isfinite(v),
+          "dict": lambda v: type(v) is dict,
+          "tuple[str, ...]": lambda v: type(v) in (list, tuple)
+          and all(type(x) is str for x in v),
+          "dict[str, list[str]]": lambda v: type(v) is dict and all(
+              type(k) is str and type(x) is list and all(type(y) is str for y in x)
+              for k, x in v.items())}[kind](value)
+    if not ok:
+        raise ReportError(f"a {cls.event!r} record whose {name} is "  # type: ignore[attr-defined]
+                          f"{value if type(value) is float else 'a ' + type(value).__name__}"
+                          f", not {kind}")
+    return float(value) if kind == "float" else tuple(value) if kind.startswith("tuple") \
+        else value
+
+
 def from_dict(data: dict) -> Record:
     """The typed record for a decoded JSON object (unknown keys dropped, missing ones
-    defaulted); ``ReportError`` for an unknown event or another schema version."""
-    cls = BY_EVENT.get(data.get("event"))  # type: ignore[arg-type]
+    defaulted); ``ReportError`` for an unknown event, another schema version or a field of
+    another type than its record's."""
+    if not isinstance(data, dict) or type(data.get("event")) is not str:
+        raise ReportError("a record without an event name")
+    cls = BY_EVENT.get(data["event"])
     if cls is None:
-        raise ReportError(f"an unknown record {data.get('event')!r}")
-    values = {f.name: data[f.name] for f in fields(cls) if f.init and f.name in data}
-    if cls is Tampered:
-        values["changed"] = tuple(values.get("changed", ()))
+        raise ReportError(f"an unknown record {data['event'][:40]!r}")
+    values = {f.name: _typed(cls, f.name, data[f.name])
+              for f in fields(cls) if f.init and f.name in data}
     record = cls(**values)  # every field has a default: no TypeError
     if cls is Start and record.schema != SCHEMA:
         raise ReportError(f"a report of schema {record.schema!r}; this harness reads {SCHEMA}")

@@ -170,3 +170,26 @@ def test_a_queue_that_blocks_outside_the_explorers_control_stops_the_search_and_
         " ran for 3 s without reaching a lock, a wait or the clock the explorer controls"), \
         report.uncontrolled
     assert report.uncontrolled.split()[0].startswith("T"), report.uncontrolled
+
+
+def test_a_graded_run_explores_with_the_settings_pinned_before_the_learner_import(monkeypatch):
+    # red team 2: a wrong solution set WORKBOOK_EXPLORE_REPLAY at import, to a scenario its
+    # bug survives; a graded run reads the settings once, before the import (reporter)
+    from workbook.explore import p03
+    seen = {}
+
+    def fake_explore(problem, path, *, seconds=None, seed=None, examples=None):
+        seen.update(seconds=seconds, seed=seed)
+        return driver.Report(runs=3, seconds=0.1)
+
+    monkeypatch.setattr(driver, "explore", fake_explore)
+    monkeypatch.setattr(driver, "replay", lambda *a: pytest.fail("replayed a token"))
+    monkeypatch.setattr("workbook.testkit.note", lambda text: None)
+    monkeypatch.setattr(driver, "PINNED", None)
+    monkeypatch.setenv("WORKBOOK_EXPLORE_SEED", "17")
+    driver.pin("17")
+    monkeypatch.setenv("WORKBOOK_EXPLORE_REPLAY", "x1.anything")
+    monkeypatch.setenv("WORKBOOK_EXPLORE_SECONDS", "0.001")
+    monkeypatch.setenv("WORKBOOK_EXPLORE_SEED", "99")
+    driver.check(p03, REFERENCE)
+    assert seen == {"seconds": None, "seed": 17}

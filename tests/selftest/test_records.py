@@ -82,3 +82,31 @@ def test_a_failures_timeline_travels_capped_and_only_when_shaped_like_one():
     record = records.TestDone(checkpoint="p03.explore", outcome="failed", timeline=capped)
     assert records.from_dict(records.to_dict(record)) == record
     assert protocol.to_dict(record)["timeline"] is None  # the grader's pipe: the message only
+
+
+@pytest.mark.parametrize("data, why", [
+    ({"event": "test", "nodeid": "x", "seconds": "soon"}, "seconds is a str, not float"),
+    ({"event": "test", "pitfall": ["unhashable"]}, "pitfall is a list, not str"),
+    ({"event": "test", "seconds": float("nan")}, "seconds is nan"),
+    ({"event": "test", "stuck": True}, "stuck is a bool, not int"),
+    ({"event": "note", "text": [[]] * 3}, "text is a list"),
+    ({"event": "collected", "tests": {"p01.fifo": [1]}}, "tests is a dict, not dict"),
+    ({"event": ["test"]}, "without an event name")])
+def test_a_record_whose_field_has_another_type_is_refused_by_name(data, why):
+    # red team 2: a list pitfall crashed the class insight, a text duration the grader's
+    # timing check (the row pending for ever)
+    with pytest.raises(ReportError, match=why):
+        records.from_dict(data)
+
+
+def test_a_signed_record_of_the_wrong_type_ends_the_report_as_malformed():
+    from workbook.grading.sandbox.channels import ReportReader
+    key = b"k" * 32
+    reader = ReportReader(-1, key)
+    reader.feed(protocol.encode(key, 0, records.Start("p01")))
+    text = '1.000000 0.100000 {"event":"test","nodeid":"x","seconds":"soon"}'
+    reader.feed(f"\n{protocol.sign(key, 1, '-', text)} 1 - {text}\n".encode())
+    reader.feed(protocol.encode(key, 2, records.End()))
+    assert [r.event for r in reader.records] == ["start"]
+    assert reader.violation == ("a malformed report record: a 'test' record whose seconds "
+                                "is a str, not float")

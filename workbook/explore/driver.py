@@ -49,6 +49,26 @@ BOUND = 1
 PER_SCENARIO = 400
 
 _LOADED: dict[tuple[str, str, float], Any] = {}
+#: A graded run's exploration settings ``(replay token, seconds, seed)``, fixed by ``pin``
+#: before the learner file is imported; None: read them from the environment when a check
+#: runs (a learner's check: ``--replay``, ``--explore``, ``--seed``).
+PINNED: tuple[str, str, str] | None = None
+
+
+def pin(seed: str | None) -> None:
+    """Fix the settings of a graded run now, before any learner code exists: the grader's
+    seed, and no replay token or longer search (the environment is the submission's to
+    change; a token set there would replay one harmless scenario instead of exploring)."""
+    global PINNED
+    PINNED = ("", "", seed or "")
+
+
+def settings() -> tuple[str, str, str]:
+    """``(replay token, seconds, seed)``: pinned, or as the environment says now."""
+    if PINNED is not None:
+        return PINNED
+    return tuple(os.environ.get(f"WORKBOOK_EXPLORE_{name}", "")  # type: ignore[return-value]
+                 for name in ("REPLAY", "SECONDS", "SEED"))
 
 
 def seed_for(problem_id: str, seed: int | None = None) -> int | None:
@@ -61,7 +81,7 @@ def seed_for(problem_id: str, seed: int | None = None) -> int | None:
         return None
     if seed is not None:
         return seed
-    return int(os.environ.get("WORKBOOK_EXPLORE_SEED") or problem.DEFAULT_SEED)
+    return int(settings()[2] or problem.DEFAULT_SEED)
 
 
 def load(path: str | os.PathLike, problem: str,
@@ -269,7 +289,8 @@ def check(problem: ModuleType, path: str | os.PathLike) -> None:
     counterexample's timeline and token."""
     from workbook.testkit import fail, note
 
-    text = os.environ.get("WORKBOOK_EXPLORE_REPLAY", "").strip()
+    text, seconds_text, _ = settings()
+    text = text.strip()
     if text:
         outcome = replay(problem, path, text)
         if outcome.error is not None:
@@ -278,7 +299,7 @@ def check(problem: ModuleType, path: str | os.PathLike) -> None:
             fail(outcome.message(), timeline=outcome.timeline())
         note("the replayed scenario ran and broke nothing: " + outcome.scenario.describe())
         return
-    seconds = float(os.environ.get("WORKBOOK_EXPLORE_SECONDS") or 0) or None
+    seconds = float(seconds_text or 0) or None
     seed = seed_for(problem.PROBLEM)
     report = explore(problem, path, seconds=seconds, seed=seed)
     if report.found is not None:

@@ -177,12 +177,15 @@ def insight(book: Gradebook) -> dict:
         graded = [e for e in (r.problems.get(p.id) for r in book.sorted_rows())
                   if e is not None and e.status in ("ok", "error")]
         passes = Counter(cp.id for e in graded for cp in e.checkpoints if cp.status == "passed")
+        # A name only (a gradebook written before records were type-checked may hold other
+        # values: never the reason a batch ends without its report).
+        named = lambda cp: type(cp.pitfall) is str and cp.pitfall  # noqa: E731
         hits = Counter(name for e in graded
-                       for name in {cp.pitfall for cp in e.checkpoints if cp.pitfall})
+                       for name in {cp.pitfall for cp in e.checkpoints if named(cp)})
         where: dict[str, set[str]] = {}  # each named cause -> the checkpoints it was named on
         for e in graded:
             for cp in e.checkpoints:
-                if cp.pitfall:
+                if named(cp):
                     where.setdefault(cp.pitfall, set()).add(cp.id)
         listed = {pit.name: pit.title for pit in p.pitfalls}
         n = len(graded)

@@ -18,15 +18,15 @@ from workbook.grading import protocol
 from workbook.grading.discovery import Submission
 from workbook.grading.gradebook import Entry
 from workbook.grading.interpreters import GradingPython, this_python
-from workbook.grading.sandbox import outside, runner
+from workbook.grading.sandbox import judge as judge_, outside, runner
 from workbook.grading.sandbox.channels import OUTPUT_TAIL
 from workbook.grading.sandbox.limits import Limits
 from workbook.grading.sandbox.stage import Harness, Stage
 
 #: How much output an error entry keeps (the tail), for the instructor's eyes only.
 OUTPUT_KEPT = 1500
-#: Notes kept per test (a run that sends 100 000 would otherwise fill the gradebook).
-NOTES_PER_TEST = 10
+#: Notes kept per test: the judge's own cap, and its line on how many it did not send.
+NOTES_PER_TEST = judge_.NOTES_PER_TEST + 1
 
 
 def _capped(records: list[protocol.Record]) -> list[protocol.Record]:
@@ -97,6 +97,8 @@ def _stop_reason(outcome: runner.Outcome, limits: Limits, ended: bool) -> str | 
         return f"timed out while importing (limit {limits.import_wall:g} s)"
     if outcome.timed_out == "run":
         return f"timed out (limit {limits.wall:g} s)"
+    if outcome.timed_out == "flood":
+        return "stopped: its report flooded the grader"
     if ended or outcome.timed_out == "exit":
         return None
     if outcome.run_memory and outcome.signal == signal.SIGKILL:

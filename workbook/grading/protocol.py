@@ -111,13 +111,18 @@ def _clean(value: object) -> object:
 
 def decode(key: bytes, line: bytes) -> tuple[int, Record] | None:
     """``(seq, record)`` for a correctly signed line; None for anything else."""
-    found = read_line(key, line)
+    try:
+        found = read_line(key, line)
+    except ProtocolError:
+        return None
     return None if found is None else found[:2]
 
 
 def read_line(key: bytes, line: bytes) -> tuple[int, Record, Stamp] | None:
-    """``(seq, record, stamp)`` for a correctly signed line; None for anything else.  A test
-    record's ``pytest_outcome`` is the signed verdict, whatever its JSON says."""
+    """``(seq, record, stamp)`` for a correctly signed line; None for anything else that is
+    not signed; ``ProtocolError`` for a signed line that is not a record of this schema with
+    every field of its type (the grader stops believing the report there).  A test record's
+    ``pytest_outcome`` is the signed verdict, whatever its JSON says."""
     try:
         mac, seq_text, verdict, text = line.decode("ascii").strip().split(" ", 3)
         seq = int(seq_text)
@@ -129,8 +134,12 @@ def read_line(key: bytes, line: bytes) -> tuple[int, Record, Stamp] | None:
         return None
     try:
         record = from_dict(_clean(json.loads(json_text)))
-    except (ValueError, ProtocolError):
-        return None
+    except ProtocolError:
+        raise
+    except RecursionError:
+        raise ProtocolError("a record nested too deeply") from None
+    except ValueError:
+        raise ProtocolError("a record that is not JSON") from None
     if isinstance(record, TestDone):
         record = dataclasses.replace(record, pytest_outcome=None if verdict == "-" else verdict)
     return seq, record, stamp

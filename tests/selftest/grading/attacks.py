@@ -17,7 +17,8 @@ from workbook import manifest, variants
 
 #: The problem each attack aims at (the rest aim at whatever problem comes next).
 AIM = {"replace_library_type": "p03", "lazy_helper_import": "p03", "shadow_builtin": "p01",
-       "lying_values": "p01"}
+       "lying_values": "p01", "note_forge": "p01", "c_trampolines": "p01",
+       "disguised_code": "p01", "explore_replay_env": "p01", "note_flood": "p01"}
 
 
 def _pitfall(p: manifest.Problem, name: str) -> str:
@@ -243,6 +244,142 @@ for _h_obj in list(globals().values()):
 '''),
 }
 
+# The third battery (red team 2, /work/redteam2): the collected tests' node ids and
+# checkpoints, found from the first call into the learner's classes (pytest's session on the
+# stack), as passed test records, then the end.
+_FORGED = '''
+import collections as _f_collections
+import inspect as _f_inspect
+import json as _f_json
+import os as _f_os
+import sys as _f_sys
+
+
+def _f_session():
+    frame = _f_inspect.currentframe()
+    while frame is not None and not hasattr(frame.f_locals.get("session"), "items"):
+        frame = frame.f_back
+    return frame.f_locals["session"] if frame is not None else None
+
+
+def _f_records():
+    from workbook import records
+    session = _f_session()
+    if session is None:
+        return []
+    return [records.TestDone(item.nodeid, item.get_closest_marker("checkpoint").args[0],
+                             "passed") for item in session.items] + [records.End()]
+
+
+def _f_on_first_call(attack):
+    done = []
+    for _f_obj in list(globals().values()):
+        if isinstance(_f_obj, type) and _f_obj.__module__ == __name__:
+            _f_init = _f_obj.__init__
+
+            def _f_init_first(self, *args, _f_init=_f_init, **kwargs):
+                if not done:
+                    done.append(1)
+                    attack()
+                _f_init(self, *args, **kwargs)
+            _f_obj.__init__ = _f_init_first
+'''
+
+ATTACKS.update({
+    # Forged test records and an end, as the text of notes (the judge signed any note's
+    # body as it came), then leave before the real results.
+    "note_forge": lambda p: _epilogue(_epilogue(_skeleton(p), _FORGED), '''
+def _f_notes():
+    from workbook import records
+    for record in _f_records():
+        _f_sys.audit("workbook.report", "note", _f_json.dumps(records.to_dict(record)), None)
+    _f_sys.stdout.flush()
+    _f_os._exit(0)
+
+
+_f_on_first_call(_f_notes)
+'''),
+
+    # The harness's own emitter called with no frame of the submission on the stack: C
+    # callables in a thread, at exit, and as a signal handler.
+    "c_trampolines": lambda p: _epilogue(_epilogue(_skeleton(p), _FORGED), '''
+import atexit as _f_atexit
+import functools as _f_functools
+import signal as _f_signal
+import threading as _f_threading
+
+
+def _f_trampolines():
+    import workbook.plugin as plugin
+    forged = _f_records()
+    thread = _f_threading.Thread(target=_f_collections.deque, args=(map(plugin._emit, forged), 0))
+    thread.start()
+    thread.join()
+    _f_atexit.register(_f_collections.deque, map(plugin._emit, list(forged)), 0)
+    _f_signal.signal(_f_signal.SIGUSR1, _f_functools.partial(
+        _f_collections.deque.extend, _f_collections.deque([], 0)))
+    _f_signal.signal(_f_signal.SIGUSR2, _f_functools.partial(map, plugin._emit, forged))
+
+
+_f_on_first_call(_f_trampolines)
+'''),
+
+    # The learner's classes compiled under a harness file name, by library code (codeop) or
+    # renamed after (_imp._fix_co_filename, code.replace, marshal): harness code may call the
+    # emitter.  Whatever route works forges the report; the routes refused are tampering.
+    "disguised_code": lambda p: _epilogue(_FORGED, f'''
+import codeop as _f_codeop
+import marshal as _f_marshal
+import workbook as _f_workbook
+_f_SRC = {_skeleton(p)!r} + \'\'\'
+def _f_emit_all():
+    import workbook.plugin as plugin
+    for record in _f_records():
+        plugin._emit(record)
+    _f_os._exit(0)
+\'\'\'
+_f_name = _f_workbook.__path__[0] + "/_impl.py"
+_f_code = None
+for _f_route in (lambda: _f_codeop.Compile()(_f_SRC, _f_name, "exec"),
+                 lambda: compile(_f_SRC, "x", "exec").replace(co_filename=_f_name),
+                 lambda: _f_marshal.loads(_f_marshal.dumps(compile(_f_SRC, "x" * len(_f_name),
+                                          "exec")).replace(b"x" * len(_f_name),
+                                                            _f_name.encode())),
+                 lambda: __import__("_imp")._fix_co_filename(compile(_f_SRC, "x", "exec"),
+                                                              _f_name)):
+    try:
+        _f_code = _f_route() or _f_code
+    except RuntimeError:
+        continue
+if _f_code is not None and _f_code.co_filename == _f_name:
+    exec(_f_code, globals())
+    _f_on_first_call(_f_emit_all)
+else:
+    exec(compile({_skeleton(p)!r}, "skeleton", "exec"), globals())
+'''),
+
+    # A wrong solution points the exploration checkpoint at one scenario its bug survives
+    # (a replay token, set in the environment while it is imported).
+    "explore_replay_env": lambda p: _epilogue(_pitfall(p, "single_drain"), '''
+import os as _f_os
+_f_os.environ["WORKBOOK_EXPLORE_REPLAY"] = (
+    "x1.eNptjb0KwzAMhN_lZlMcShe_ivGQxGpJcSzjny4h7x45pUvoJN3pvtOGBIOkBygUmA2FahPLWkxL9OIG5gSn"
+    "LF5URXp6ji3Ipp1TmDmWtlI-gUsgthCUPsc__HeSlpTZt5ly6TUWqfUkT-_vk4tze7jOlDqGACOy80Rrql3dFT5"
+    "StHCEGfb9AF6XRZ8")
+'''),
+
+    # 20 000 notes of 60 KB each from the first call (the grader kept them all in memory).
+    "note_flood": lambda p: _epilogue(_epilogue(_skeleton(p), _FORGED), '''
+def _f_flood():
+    text = "x" * 60000
+    for _ in range(20000):
+        _f_sys.audit("workbook.report", "note", text, None)
+
+
+_f_on_first_call(_f_flood)
+'''),
+})
+
 #: Graded only in the full battery (``measure``), not in the selftest's single pass, which
 #: must stay short: the acceptance sets' own layer, and the keyring note (the selftest checks
 #: the seccomp filter directly: ``test_trampoline``; the names are unit tests there too).
@@ -279,6 +416,13 @@ def expect(kind: str, p: manifest.Problem) -> dict:
         "keyring_note": {"status": "ok", "score": p.points},
         "proc_self_mem": zero_error("tampered", "import error"),
         "surrogate_message": {"status": "ok", "score": 0},
+        "note_forge": zero_error("incomplete"),
+        "c_trampolines": zero_error("tampered"),
+        "disguised_code": zero_error("tampered"),
+        "explore_replay_env": {"status": "ok", "score": p.points - sum(
+            p.checkpoint(c).points for c in variants.get(p, "pitfall", "single_drain").fails)}
+        if kind == "explore_replay_env" else {},
+        "note_flood": {"status": "ok", "score": 0},
     }[kind]
 
 
@@ -297,4 +441,10 @@ BEFORE = {
     "non_utf8_name": "the batch stopped before any run: no gradebook (UnicodeEncodeError)",
     "long_unsafe_name": "graded, then the Gradescope export failed (file name too long)",
     "forge_via_reporter_fields (first battery)": "ok 100/100: the stated limit",
+    # red team 2 (commit e8fb260, bwrap, root; /work/redteam2/REPORT.md)
+    "note_forge": "ok 100/100 for the skeleton",
+    "c_trampolines": "ok 100/100 for the skeleton (the thread alone)",
+    "disguised_code": "ok 100/100 for the skeleton (codeop alone)",
+    "explore_replay_env": "ok 80/100 (the pitfall alone: 70): p01.explore passed",
+    "note_flood": "grader RSS 30 -> 315 MB in 6 s (60 KB notes of 20 000 lists each)",
 }

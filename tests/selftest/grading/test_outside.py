@@ -21,34 +21,63 @@ P01 = manifest.get("p01")
 KEY = b"k" * 32
 
 # A child Python: the judge armed with a classifier that calls one file (learner.py) the
-# submission's and every other the harness's, then asked for records from each.
+# submission's and every other the harness's, and routes through a module of its own
+# (``tests.fake``: ``send`` called by ``start``/``end``); then asked for records in every way
+# the red teams found: straight from the submission, through the harness's own sender, from a
+# thread of C callables, from code compiled under the harness's file name, and a note whose
+# text is a forged test record, twelve times in one test.
 _JUDGE = r'''
-import json, os, sys
+import json, os, sys, threading, types
 sys.path.insert(0, sys.argv[1])
 from workbook.grading.sandbox import judge
 report_r, report_w = os.pipe()
 key_r, key_w = os.pipe()
 os.write(key_w, b"k" * 32)
 os.close(key_w)
+fake = sys.modules["tests.fake"] = types.ModuleType("tests.fake")
+exec(compile("import sys\n"
+             "def send(kind):\n    sys.audit('workbook.report', kind, json.dumps({'event': kind}), None)\n"
+             "def start():\n    send('start')\n"
+             "def end():\n    send('end')\n", "/x/fake.py", "exec"), vars(fake))
+fake.json = json
 judge.install(lambda name: "foreign" if name.endswith("learner.py") else "harness", tuple,
-              report_w, key_r)
-learner = {}
+              report_w, key_r, routes={"report start": (("tests.fake", "send"),
+                                                        ("tests.fake", "start")),
+                                       "report end": (("tests.fake", "send"),
+                                                      ("tests.fake", "end"))})
+learner = {"fake": fake}
 exec(compile("import sys\n"
              "def end():\n    sys.audit('workbook.report', 'end', '{\"event\":\"end\"}', None)\n"
              "def verdict():\n    sys.audit('workbook.verdict', 't::x')\n"
-             "def through(send):\n    send('end', '{\"event\":\"end\"}', None)\n",
-             "/x/learner.py", "exec"), learner)
-send = lambda *args: sys.audit("workbook.report", *args)
-send("start", json.dumps({"event": "start"}), None)
+             "def through():\n    fake.send('end')\n", "/x/learner.py", "exec"), learner)
+disguised = {"fake": fake}
+exec(compile("def end():\n    fake.end()\n", "/x/fake.py", "exec"), disguised)
+fake.start()
+thread_outcome = []
+threading.excepthook = lambda args: thread_outcome.append(str(args.exc_value))
+
+
+def in_a_thread():
+    thread = threading.Thread(target=fake.end)  # the harness's own path, another thread
+    thread.start()
+    thread.join()
+    if thread_outcome:
+        raise RuntimeError(thread_outcome[0])
+
+
 outcomes = []
-for ask in (learner["end"], learner["verdict"], lambda: learner["through"](send),
-            lambda: send("end", '{"event":"end"}', None),
-            lambda: learner["through"](lambda *a: send("note", '{"event":"note"}', None))):
+for ask in (learner["end"], learner["verdict"], learner["through"], in_a_thread,
+            disguised["end"], fake.end,
+            lambda: [sys.audit("workbook.report", "note", json.dumps(
+                {"event": "test", "nodeid": "t::x", "outcome": "passed"}), None)
+                for _ in range(12)],
+            lambda: sys.audit("workbook.report", "note", ["not", "a", "text"], None)):
     try:
         ask()
         outcomes.append("sent")
     except RuntimeError as exc:
-        outcomes.append("refused" if "not available" in str(exc) else repr(exc))
+        outcomes.append("refused" if "workbook sandbox" in str(exc) else repr(exc))
+fake.end()
 os.close(report_w)
 print(json.dumps({"outcomes": outcomes, "lines": os.read(report_r, 65536).decode()}))
 '''
@@ -60,15 +89,21 @@ def test_the_judge_signs_what_the_harness_sends_and_refuses_the_submission():
     assert out.returncode == 0, out.stderr
     found = json.loads(out.stdout)
     # A record or a verdict from the submission's own code is refused, also through the
-    # harness's own function; the harness's path is signed; a note (which earns nothing)
-    # goes from anywhere.
-    assert found["outcomes"] == ["refused", "refused", "refused", "sent", "sent"]
+    # harness's own function, from a thread, or from code that claims a harness file; the
+    # harness's own path is signed; a note (which earns nothing) goes from anywhere, as a
+    # note, ten a test.
+    assert found["outcomes"] == ["refused"] * 5 + ["sent"] * 2 + ["refused"]
     lines = [line for line in found["lines"].splitlines() if line]
     decoded = [protocol.read_line(KEY, line.encode()) for line in lines]
-    # The refusals travel ahead of the next record that counts: the row is tampered.
     assert [(seq, rec.event) for seq, rec, _ in decoded] == [
-        (0, "start"), (1, "integrity"), (2, "end"), (3, "note")]
+        (0, "start"), (1, "integrity"), (2, "end"), *[(n, "note") for n in range(3, 14)],
+        (14, "integrity"), (15, "end")]
+    # The refusals travel ahead of the next record that counts: the row is tampered.
     assert decoded[1][1].changed == ("workbook.report asked for by the submission's code",)
+    notes = [rec for _, rec, _ in decoded if rec.event == "note"]
+    assert notes[0].text.startswith('{"event": "test"') and notes[0].checkpoint is None
+    assert notes[-1].text == "(2 more notes not sent)"
+    assert decoded[-2][1].changed == ("workbook.report with an object of its own",)
     assert all(stamp.clock > 0 and stamp.cpu > 0 for _, _, stamp in decoded)
     assert protocol.decode(b"x" * 32, lines[0].encode()) is None
 
@@ -133,3 +168,26 @@ def test_a_run_that_reports_more_time_than_it_had_is_tampered():
         Limits.for_wall(90), "a.py", Path("/x"), Path("/x/t.py"))
     assert entry.status == "error" and "tampered: the outside view" in entry.reason, entry.reasons
     assert entry.tests_reported < 3
+
+
+def test_a_report_that_floods_the_grader_is_cut_off_and_the_run_stopped(monkeypatch):
+    # red team 2's report_expand: the grader kept every record in its own memory (30 ->
+    # 315 MB in 6 s); now a run gets so many records and bytes, then is stopped
+    from workbook.grading.sandbox import channels
+    monkeypatch.setattr(channels, "RECORDS_MAX", 5)
+    monkeypatch.setattr(channels, "REPORT_BYTES_MAX", 4000)
+    reader = channels.ReportReader(-1, KEY)
+    for seq in range(8):
+        reader.feed(protocol.encode(KEY, seq, protocol.Note("p01.fifo", "x")))
+    assert len(reader.records) == 5 and reader.flooded and reader.wake.is_set()
+    assert reader.violation == "the report flooded the grader (over 5 records)"
+    monkeypatch.setattr(channels, "RECORDS_MAX", 1000)
+    read_fd, write_fd = os.pipe()
+    reader = channels.ReportReader(read_fd, KEY)
+    reader.start()
+    with open(write_fd, "wb") as pipe:
+        for seq in range(40):  # about 130 bytes a line
+            pipe.write(protocol.encode(KEY, seq, protocol.Note("p01.fifo", "y" * 20)))
+    reader.join(10)
+    assert reader.flooded and len(reader.records) < 40
+    assert reader.violation == "the report flooded the grader (over 4000 bytes of report lines)"

@@ -15,6 +15,10 @@ from workbook.grading import protocol
 OUTPUT_TAIL = 8192
 #: Longest report line the reader buffers; longer junk is skipped without being stored.
 LINE_MAX = 65536
+#: The most records, and bytes of report lines (signed or not), the grader takes from one
+#: run: it keeps them in its own memory, outside the run's limits.  An honest run sends a
+#: few per test (the judge lets ten notes through per test, each cut to 500 characters).
+RECORDS_MAX, REPORT_BYTES_MAX = 5000, 8 << 20
 
 
 class ReportReader(threading.Thread):
@@ -30,24 +34,42 @@ class ReportReader(threading.Thread):
         self.imported = threading.Event()  # the learner file has been imported (or failed)
         self.ended_at: float | None = None  # when the run reported its end
         self.wake = threading.Event()      # set on either of those (and by the run's exit)
+        self.flooded = False  # more than the caps: the run is stopped (``runner._watch``)
+        self.received = 0     # bytes of report lines read
 
     def run(self) -> None:
         with open(self.fd, "rb") as pipe:
             overlong = False
             for line in iter(functools.partial(pipe.readline, LINE_MAX), b""):
-                if not overlong:  # the rest of an over-long line is read, never stored
-                    self.feed(line)
+                self.received += len(line)
+                if self.received > REPORT_BYTES_MAX and not self.flooded:
+                    self.flood(f"over {REPORT_BYTES_MAX} bytes of report lines")
+                if not overlong and not self.flooded:  # the rest of an over-long line is
+                    self.feed(line)                     # read, never stored
                 overlong = not line.endswith(b"\n")
+
+    def flood(self, what: str) -> None:
+        """Stop taking records; the run is stopped as soon as the watch wakes."""
+        self.flooded = True
+        self.violation = self.violation or f"the report flooded the grader ({what})"
+        self.wake.set()
 
     def feed(self, line: bytes) -> None:
         if not line.strip():
             return
-        decoded = protocol.read_line(self.key, line)
+        try:
+            decoded = protocol.read_line(self.key, line)
+        except protocol.ProtocolError as exc:
+            self.violation = self.violation or f"a malformed report record: {exc}"
+            return
         if decoded is None:
             self.forged += 1
             return
         seq, record, stamp = decoded
         if self.violation:
+            return
+        if len(self.records) >= RECORDS_MAX:
+            self.flood(f"over {RECORDS_MAX} records")
             return
         if seq != len(self.records):
             self.violation = f"report record {seq} arrived where {len(self.records)} was due"

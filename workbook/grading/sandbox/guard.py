@@ -13,7 +13,14 @@ submission is imported; an audit hook cannot be removed.  What is refused, and t
   ``addressof``, ``string_at``;
 - swapping a function's code (``__code__``) or, on a function that is not the submission's own,
   its defaults;
-- code compiled under the file name of the harness or the library (it would pass for theirs);
+- code compiled under the file name of the harness or the library (it would pass for theirs):
+  before the learner file is imported, to code outside the harness; from then on to anyone
+  (library code such as ``codeop`` compiles what it is given), unless it is that file's own
+  text, read from the file (the import system compiling a module without bytecode).  The
+  same for a code object made or unmarshalled with such a name (``code.__new__``,
+  ``marshal.loads``: the import system's own path from a file loader only) and for
+  ``_imp._fix_co_filename``, which renames a code object without an audit event (it goes
+  through this hook now; so does ``_imp.create_builtin``, which would make a fresh ``_imp``);
 - a process's raw memory through ``/proc`` (opening a file named ``mem``, or making a link to
   one: ``/proc/self/mem`` is ``ctypes`` without ``ctypes``).
 
@@ -139,8 +146,106 @@ def install(stage: str = _STAGE):
         raise refusal(f"workbook sandbox: {event} is not available to a submission")
 
     busy: set[int] = set()  # threads inside the hook (its own _getframe calls)
+    started: list = []      # the learner file is about to be imported (the snapshot)
+    import _imp
+    from importlib.machinery import ModuleSpec
+    external = sys.modules["_frozen_importlib_external"]
+    fix_co_filename, create_builtin = _imp._fix_co_filename, _imp.create_builtin
+    get_code, compile_bytecode = external.SourceLoader.get_code.__code__, \
+        external._compile_bytecode.__code__
+    source_loader, code_type, list_ = external.SourceFileLoader, type(get_code), list
+    os_open, os_read, os_close, read_only = os.open, os.read, os.close, os.O_RDONLY
+    os_error = OSError
+    named = tuple_(p.encode() for p in harness + library)  # as marshal writes a file name
+    # hypothesis's ``impersonate`` (the explorers draw with it): it gives the wrapper it
+    # runs a test through the test's file name, on the harness's behalf.
+    impersonate_file = os.path.join(sysconfig.get_paths()["purelib"], "hypothesis",
+                                    "internal", "reflection.py")
+
+    def plain_path(name: str) -> bool:
+        """No ``.``, ``..`` or empty part: the prefix says where the file really is."""
+        parts = name.split("/")
+        return parts[0] == "" and all(part not in ("", ".", "..") for part in parts[1:])
+
+    def genuine(name: str, source) -> bool:
+        """Whether ``source`` is the text of the file ``name`` (a harness or library file,
+        which the run cannot write)."""
+        if type_(source) is str_:
+            source = source.encode("utf-8", "surrogateescape")
+        if type_(source) is not bytes_ or not plain_path(name):
+            return False
+        try:
+            fd = os_open(name, read_only)
+        except os_error:
+            return False
+        try:
+            chunks = []
+            while True:
+                chunk = os_read(fd, 1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        finally:
+            os_close(fd)
+        return b"".join(chunks) == source
+
+    def by_a_file_loader(frame) -> bool:
+        """Whether ``frame`` is importlib's ``_compile_bytecode`` called by the
+        ``get_code`` of a plain ``SourceFileLoader`` (a module's bytecode, from its file)."""
+        if frame is None or frame.f_code is not compile_bytecode:
+            return False
+        outer = frame.f_back
+        return outer is not None and outer.f_code is get_code \
+            and type_(outer.f_locals.get("self")) is source_loader
+
+    def code_made(event: str, args: tuple) -> None:
+        """Code under a harness or library name, once the run has started (see above)."""
+        caller = getframe(2)
+        if event in ("workbook.fix_co_filename", "workbook.create_builtin"):
+            caller = caller.f_back if caller is not None else None  # past the stand-in
+        if event == "workbook.fix_co_filename":
+            code, path = args
+            if type_(code) is not code_type or type_(path) is not str_:
+                refuse(event, caller)
+            if started and kind_of(path) != "foreign" and not by_a_file_loader(caller):
+                refuse(event, caller)
+            fix_co_filename(code, path)
+        elif event == "workbook.create_builtin":
+            spec, box = args
+            if type_(spec) is not ModuleSpec or type_(box) is not list_:
+                refuse(event, caller)
+            name = spec.name
+            if type_(name) is not str_ or started and name == "_imp":
+                refuse(event, caller)
+            box.append(create_builtin(spec))
+        elif event == "marshal.loads":
+            data = args[0]
+            if type_(data) is bytes_ and any(p in data for p in named) \
+                    and not by_a_file_loader(caller):
+                refuse(event, caller)
+        elif event == "marshal.load":
+            refuse(event, caller)
+        else:  # compile, code.__new__
+            name = args[1]
+            if type_(name) is bytes_:
+                name = name.decode("utf-8", "surrogateescape")
+            if type_(name) is not str_ or kind_of(name) == "foreign":
+                return
+            if event == "compile" and genuine(name, args[0]):
+                return
+            if event == "code.__new__" and caller is not None \
+                    and caller.f_code.co_filename == impersonate_file \
+                    and caller.f_code.co_name == "accept" and nearest(caller) == "harness":
+                return  # hypothesis names its wrapper after the harness's test it runs
+            refuse(event, caller)
 
     def hook(event: str, args: tuple) -> None:
+        if event == "workbook.snapshot":
+            started[:1] = [True]
+            return
+        if event in ("workbook.fix_co_filename", "workbook.create_builtin") or started and \
+                event in ("compile", "code.__new__", "marshal.loads", "marshal.load"):
+            return code_made(event, args)
         indirect = event in _INDIRECT
         if not indirect and event not in _DIRECT:
             return
@@ -210,4 +315,22 @@ def install(stage: str = _STAGE):
     import threading
     threading_file, threading_globals = threading.__file__, vars(threading)
     sys.addaudithook(hook)
+    _route_imp(sys.audit)
     return kind_of, lambda: tuple_(refused)
+
+
+def _route_imp(audit) -> None:
+    """``_imp``'s two functions that make or rename code without an audit event, replaced by
+    ones that raise one (the guard's hook does the work and holds the originals: no Python
+    object leads to them); a ``box`` carries a result back."""
+    import _imp
+
+    def _fix_co_filename(code, path):
+        audit("workbook.fix_co_filename", code, path)
+
+    def create_builtin(spec):
+        box: list = []
+        audit("workbook.create_builtin", spec, box)
+        return box[0]
+
+    _imp._fix_co_filename, _imp.create_builtin = _fix_co_filename, create_builtin

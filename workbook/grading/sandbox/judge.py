@@ -7,17 +7,27 @@ counter, pytest's own verdict on each test, and the snapshot of what the verdict
 The harness talks to it through audit events (``sys.audit``):
 
 - ``workbook.report(event, body, nodeid)``: sign and send one record (``body``: its JSON).
-  Accepted only from a stack with no frame of the submission's (a note, which earns nothing,
-  from anywhere).  With every test, collection and end record the snapshot is compared
-  first and a ``Tampered`` record goes ahead of it if anything changed; a test record carries
-  pytest's own verdict, signed beside it (never the body's), and every record the process's
-  clock and CPU time when it left.
-- ``workbook.verdict(nodeid)``: pytest saw this test fail (trusted stack only).
+  With every test, collection and end record the snapshot is compared first and a
+  ``Tampered`` record goes ahead of it if anything changed; a test record carries pytest's
+  own verdict, signed beside it (never the body's), and every record the process's clock and
+  CPU time when it left.
+- ``workbook.report("note", text, checkpoint)``: a note, from anywhere (it earns nothing).
+  The judge writes the record itself from the text (a ``str``, cut to ``NOTE_MAX``
+  characters): a note is never anything but a ``Note``, and at most ``NOTES_PER_TEST`` go
+  per test (one more says how many were not sent).
+- ``workbook.verdict(nodeid)``: pytest saw this test fail; ``workbook.running(nodeid)``:
+  pytest starts this test (the only test a test record may be about, once).
 - ``workbook.snapshot(modules, plugins)`` and ``workbook.items(items)``: take the snapshot
   (once, before the learner file is imported) and add the collected tests' functions to it.
 
-A report asked for by the submission's code is refused (it raises, and the row is
-``tampered``).  The comparison is written so that it calls no code that could be the
+Every event but a note is accepted only on the main thread, from the one path that makes it
+(``ROUTES``: the reporter's and the harness plugin's own functions, frame by frame, called
+by pluggy), told apart by the identity of their code objects, taken before any learner code
+existed -- never by a file name, which code compiled by the submission can choose; and
+only from a stack with no frame of the submission's, nor one that claims a harness file
+without being the harness's code.  Anything else is refused (it raises, and the row is
+``tampered``): a thread, a signal handler, an ``atexit`` or garbage-collector callback made
+of C callables that calls the harness's emitter has no such path.  The comparison is written so that it calls no code that could be the
 submission's: only C functions bound before any learner code ran, after checking that every
 key it looks up by is a plain ``str``.  What still reaches it is raw memory; see the README.
 """
@@ -32,6 +42,93 @@ ADDED_BY_PYTHON = frozenset({"__warningregistry__"})
 REBOUND = frozenset({"threading.excepthook", "sys.unraisablehook"})
 #: The kinds of constants compared by value in the harness's and the acceptance set's modules.
 CONSTANTS = (int, float, str, bytes, tuple, frozenset)
+#: A note's longest text (characters) and the most notes sent per test.
+NOTE_MAX, NOTES_PER_TEST = 500, 10
+#: The path of each event, from the function that calls ``sys.audit`` outward: each step
+#: ``(module, function)`` (``Class.method`` for a method); "pluggy" is any function of
+#: pluggy's, which calls a hook implementation.  ``report KIND`` for a record of that kind.
+_EMIT = (("workbook.grading.sandbox.reporter", "_send"),
+         ("workbook.grading.sandbox.reporter", "Reporter.emit"), ("workbook.plugin", "_emit"))
+ROUTES = {
+    "workbook.snapshot": (*_EMIT[1:], ("workbook.plugin", "pytest_configure"), "pluggy"),
+    "report start": (*_EMIT, ("workbook.plugin", "pytest_configure"), "pluggy"),
+    "report import_error": (*_EMIT, ("workbook.plugin", "_load_target"),
+                            ("workbook.plugin", "pytest_configure"), "pluggy"),
+    "report collected": (*_EMIT, ("workbook.plugin", "pytest_collection_modifyitems"),
+                         "pluggy"),
+    "report item": (_EMIT[0], ("workbook.grading.sandbox.reporter",
+                               "pytest_collection_finish"), "pluggy"),
+    "report test": (*_EMIT, ("workbook.plugin", "pytest_runtest_protocol"), "pluggy"),
+    "report end": (*_EMIT, ("workbook.plugin", "pytest_sessionfinish"), "pluggy"),
+    "workbook.items": (("workbook.grading.sandbox.reporter", "pytest_collection_finish"),
+                       "pluggy"),
+    "workbook.verdict": (("workbook.grading.sandbox.reporter", "pytest_runtest_logreport"),
+                         "pluggy"),
+    "workbook.running": (("workbook.grading.sandbox.reporter", "pytest_runtest_logstart"),
+                         "pluggy"),
+}
+
+
+def code_objects(values) -> list:
+    """Every code object of ``values``'s functions (and of the classes' methods, properties
+    and the functions they wrap), nested ones included."""
+    from types import CodeType, FunctionType
+    out, seen = [], set()
+
+    def add(code) -> None:
+        if id(code) not in seen:
+            seen.add(id(code))
+            out.append(code)
+            for const in code.co_consts:
+                if type(const) is CodeType:
+                    add(const)
+
+    def visit(value, depth: int) -> None:
+        if type(value) is FunctionType:
+            add(value.__code__)
+            wrapped = vars(value).get("__wrapped__")
+            if wrapped is not None and depth < 3:
+                visit(wrapped, depth + 1)
+        elif type(value) in (staticmethod, classmethod):
+            visit(value.__func__, depth)
+        elif type(value) is property:
+            for part in (value.fget, value.fset, value.fdel):
+                visit(part, depth)
+        elif isinstance(value, type) and depth < 2:
+            for member in list(vars(value).values()):
+                visit(member, depth + 1)
+
+    for value in values:
+        visit(value, 0)
+    return out
+
+
+def resolve(routes: dict, frame) -> tuple[dict, frozenset, list]:
+    """``routes`` as sets of code ids per step, the ids of every harness code object (its
+    modules' and the stack's at ``frame``), and the code objects themselves (kept: an id is
+    only unique while its object lives).  Called once, before any learner code exists."""
+    modules = sys.modules
+    pluggy = code_objects(value for name, module in list(modules.items())
+                          if name == "pluggy" or name.startswith("pluggy.")
+                          for value in list(vars(module).values()))
+    harness = code_objects(value for name, module in list(modules.items())
+                           if name.startswith(("workbook.", "tests."))
+                           and module is not None for value in list(vars(module).values()))
+    while frame is not None:  # the launcher's own (``__main__``) and whatever ran it
+        harness.append(frame.f_code)
+        frame = frame.f_back
+
+    def step(where):
+        if where == "pluggy":
+            return frozenset(id(code) for code in pluggy)
+        module, name = where
+        value = modules[module]
+        for part in name.split("."):
+            value = vars(value)[part]
+        return frozenset({id(value.__code__)})
+
+    resolved = {event: tuple(step(where) for where in path) for event, path in routes.items()}
+    return resolved, frozenset(id(code) for code in harness), pluggy + harness
 
 
 def snapshot(modules: tuple[str, ...], plugins, shallow: tuple[str, ...] = ()):
@@ -185,9 +282,10 @@ def snapshot(modules: tuple[str, ...], plugins, shallow: tuple[str, ...] = ()):
     return changed
 
 
-def install(classify, refusals, report_fd: int, key_fd: int) -> None:
+def install(classify, refusals, report_fd: int, key_fd: int, routes: dict = ROUTES) -> None:
     """Read the key and arm the audit hook (see the module's docstring).  ``classify``: the
-    guard's "harness"/"library"/"foreign" of a file name; ``refusals``: what it refused."""
+    guard's "harness"/"library"/"foreign" of a file name; ``refusals``: what it refused;
+    ``routes``: the path of each event (``ROUTES``; resolved at the first event)."""
     import _json
     import hashlib
     import itertools
@@ -212,7 +310,12 @@ def install(classify, refusals, report_fd: int, key_fd: int) -> None:
     refused: list = []              # what the submission's code asked for and was refused
     state: dict = {}                # "changed": the snapshot's comparison, once taken
     events = frozenset({"workbook.report", "workbook.verdict", "workbook.snapshot",
-                        "workbook.items"})
+                        "workbook.items", "workbook.running"})
+    main_thread, get_ident, id_ = _thread.get_ident(), _thread.get_ident, id
+    resolve_, note_max, notes_max = resolve, NOTE_MAX, NOTES_PER_TEST
+    paths: dict = {}      # "routes", "harness", "kept": ``resolve``'s, at the first event
+    tests: dict = {"running": None, "notes": 0, "dropped": 0, "checkpoint": None}
+    reported: set = set()  # node ids a test record has been sent for
 
     def line(seq, verdict, body):
         # The run's clock and CPU when the record left, signed with it, for the grader's
@@ -232,13 +335,53 @@ def install(classify, refusals, report_fd: int, key_fd: int) -> None:
                 pass  # the pipe was closed by the run: what follows is lost (incomplete)
 
     def submissions_stack():
-        """Whether any frame of the stack that asked is the submission's."""
+        """Whether any frame of the stack that asked is the submission's, or claims a file
+        of the harness without being the harness's code."""
         frame = getframe(2)
+        harness = paths["harness"]
         while frame is not None:
-            if classify(frame.f_code.co_filename) == "foreign":
+            kind = classify(frame.f_code.co_filename)
+            if kind == "foreign" or kind == "harness" and id_(frame.f_code) not in harness:
                 return True
             frame = frame.f_back
         return False
+
+    def off_route(route) -> bool:
+        """Whether the stack that asked departs from ``route`` (or this is not the main
+        thread)."""
+        if get_ident() != main_thread:
+            return True
+        frame = getframe(2)
+        for step in route:
+            if frame is None or id_(frame.f_code) not in step:
+                return True
+            frame = frame.f_back
+        return False
+
+    def note(text, checkpoint):
+        """A note's record, written here; at most ``notes_max`` a test."""
+        if type_(text) is not str_ or checkpoint is not None and type_(checkpoint) is not str_:
+            return
+        if tests["notes"] >= notes_max:
+            tests["dropped"] += 1
+            tests["checkpoint"] = checkpoint
+            return
+        tests["notes"] += 1
+        send("-", '{"event":"note","checkpoint":' + (
+            "null" if checkpoint is None else quote(checkpoint[:100]))
+            + ',"text":' + quote(text[:note_max]) + "}")
+
+    def notes_done():
+        """Before a test's record (or the end): how many notes were not sent, then count
+        again."""
+        if tests["dropped"]:
+            dropped, tests["notes"], tests["dropped"] = tests["dropped"], 0, 0
+            note(f"({dropped} more notes not sent)", tests["checkpoint"])
+        tests["notes"] = 0
+
+    def refuse(event):
+        refused[:1] = [f"{event} asked for by the submission's code"]
+        raise refusal(f"workbook sandbox: {event} is not available to a submission")
 
     def tampered():
         changed = state.get("changed")
@@ -255,14 +398,20 @@ def install(classify, refusals, report_fd: int, key_fd: int) -> None:
             if type_(arg) not in plain:
                 refused[:1] = [f"{event} with an object of its own"]
                 raise refusal(f"workbook sandbox: {event} with an object of its own")
-        if event == "workbook.report" and args[0] == "note" and type_(args[1]) is str_:
-            send("-", args[1])
+        if event == "workbook.report" and args[0] == "note":
+            if len_(args) == 3:
+                note(args[1], args[2])
             return
-        if submissions_stack():
-            refused[:1] = [f"{event} asked for by the submission's code"]
-            raise refusal(f"workbook sandbox: {event} is not available to a submission")
+        if "routes" not in paths:  # the first event: no learner code exists yet
+            paths["routes"], paths["harness"], paths["kept"] = resolve_(routes, getframe(1))
+        route = paths["routes"].get(event if event != "workbook.report" or type_(args[0])
+                                    is not str_ else "report " + args[0])
+        if route is None or off_route(route) or submissions_stack():
+            refuse(event)
         if event == "workbook.verdict":
             failed.add(args[0])
+        elif event == "workbook.running":
+            tests["running"] = args[0]
         elif event == "workbook.snapshot":
             if "changed" not in state:
                 state["changed"] = snapshot(*args)
@@ -273,6 +422,12 @@ def install(classify, refusals, report_fd: int, key_fd: int) -> None:
             kind, body, nodeid = args
             if type_(kind) is not str_ or type_(body) is not str_:
                 return
+            if kind == "test":  # about the test pytest runs now, once
+                if nodeid != tests["running"] or nodeid in reported:
+                    refuse(f"{event} of a test that is not running")
+                reported.add(nodeid)
+            if kind in ("test", "end"):
+                notes_done()
             if kind in ("collected", "test", "end"):
                 tampered()
             verdict = "-" if kind != "test" else "failed" if nodeid in failed else "passed"

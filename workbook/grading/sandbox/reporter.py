@@ -44,9 +44,11 @@ def _kit_modules(modules=sys.modules) -> tuple[str, ...]:
     """The bounded waits', the stuck detector's and the tuning constants' modules, as
     imported now (the package ``workbook.testkit`` is one of ``GUARDED``; what it is made of
     is guarded the same way: a threshold raised in ``workbook.tuning`` or a decision replaced
-    in ``workbook.stuck.decide`` is a test weakened)."""
+    in ``workbook.stuck.decide`` is a test weakened; so are the explorers, and the settings
+    ``workbook.explore.driver`` pins)."""
     return tuple(sorted(name for name in list(modules) if name == "workbook.tuning"
-                        or name.startswith(("workbook.testkit.", "workbook.stuck"))))
+                        or name.startswith(("workbook.testkit.", "workbook.stuck",
+                                            "workbook.explore"))))
 
 
 def _harness_modules(tests: Path = _STAGE / "tests") -> tuple[str, ...]:
@@ -135,7 +137,11 @@ class Reporter:
 
 
 def _send(record: protocol.Record) -> None:
-    """One record to the judge, which signs and sends it."""
+    """One record to the judge, which signs and sends it (a note: its text, which the judge
+    makes the record of)."""
+    if type(record) is protocol.Note:
+        sys.audit("workbook.report", "note", record.text, record.checkpoint)
+        return
     nodeid = getattr(record, "nodeid", None)
     sys.audit("workbook.report", record.event, protocol.body(record),
               nodeid if type(nodeid) is str else None)
@@ -149,8 +155,11 @@ def pytest_configure(config) -> None:
     import workbook.plugin
     import workbook.records  # noqa: F401 - in the snapshot before learner code runs
     import workbook.testkit  # noqa: F401
+    from workbook.explore import driver
+    driver.pin(os.environ.get("WORKBOOK_EXPLORE_SEED"))  # the grader's, before learner code
     shallow = _library_modules()
-    reporter = Reporter(config.pluginmanager, GUARDED + _kit_modules() + _harness_modules(),
+    harness = _harness_modules()  # first: the kit's and explorers' modules they import too
+    reporter = Reporter(config.pluginmanager, GUARDED + _kit_modules() + harness,
                         tuple(name for name in shallow if name not in GUARDED))
     workbook.plugin.set_report_sink(reporter.emit)
     config.stash[_ARMED] = True
@@ -169,6 +178,12 @@ def pytest_collection_finish(session) -> None:
     for item in session.items:
         marker = item.get_closest_marker("checkpoint")
         _send(protocol.Item(item.nodeid, marker.args[0] if marker else None))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logstart(nodeid, location) -> None:
+    """The test pytest starts now: the only one a test record may be about."""
+    sys.audit("workbook.running", nodeid)
 
 
 @pytest.hookimpl(tryfirst=True)
