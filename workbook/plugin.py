@@ -113,7 +113,7 @@ def _load_target(problem: manifest.Problem, target: Path) -> None:
 def _printed(printed: dict) -> str:
     """What the file printed while it was imported, labelled like a test's capture."""
     return records.cap_output(
-        _labelled([(name, buffer.getvalue()) for name, buffer in printed.items()]))
+        _labelled([(name, buffer.getvalue()) for name, buffer in printed.items()])) or None
 
 
 def _import_watch(target: Path, printed: dict):

@@ -43,7 +43,8 @@ class Start:
 class ImportFailed:
     """Importing the learner file failed; no test will run it."""
     message: str = ""
-    output: str = ""  # what the file printed while it was imported (capped like a test's)
+    output: str | None = None  # what the file printed while it was imported (capped like a
+    #                            test's; None when there was nothing, or it gave way in transit)
     event: str = field(default="import_error", init=False)
 
 

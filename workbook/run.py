@@ -144,7 +144,7 @@ def child_env(extra: dict | None = None) -> dict:
 
 
 def _import_failed(problem: manifest.Problem, target: Path, message: str,
-                   started: float, output: str = "") -> Result:
+                   started: float, output: str | None = None) -> Result:
     """Every checkpoint failed by the import, each carrying what the file printed then."""
     cps = [CheckpointResult(cp.id, cp.title, cp.kind, "failed", message=message,
                             output=output or None)
@@ -163,7 +163,7 @@ class Tally:
         self.tests: dict[str, list[records.TestDone]] = {cp.id: [] for cp in problem.checkpoints}
         self.notes: dict[str, list[str]] = {cp.id: [] for cp in problem.checkpoints}
         self.import_error: str | None = None
-        self.import_output = ""  # what the file printed while it was imported
+        self.import_output: str | None = None  # what the file printed while it was imported
         self.ended = False
 
     def add(self, record: records.Record) -> None:

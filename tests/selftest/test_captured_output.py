@@ -131,3 +131,7 @@ def test_an_import_error_record_carries_the_output_through_the_graders_pipe():
     key = b"k" * 32
     record = records.ImportFailed("importing the file raised X", "[stdout]\nhi\n")
     assert protocol.decode(key, protocol.encode(key, 1, record))[1] == record
+    # output that would burst one pipe write gives way; the error itself goes through
+    huge = records.ImportFailed("m" * 1400, "é" * records.OUTPUT_MAX)
+    assert protocol.decode(key, protocol.encode(key, 2, huge))[1] == \
+        records.ImportFailed("m" * 1400, None)
