@@ -3,6 +3,8 @@ replay token, that a run is a pure function of its scenario, and that a shipped 
 found and replays to the same timeline."""
 from __future__ import annotations
 
+import pytest
+
 from workbook import manifest, variants
 from workbook.explore import bounded, io, p02, tokens
 from workbook.explore.oracle import Call
@@ -162,18 +164,27 @@ def test_deviations_leave_the_default_schedule_at_exactly_one_point():
     assert len(list(bounded.deviations(toy, 1, 3))) == 3  # the limit holds, spread
 
 
-def test_a_control_that_closes_its_raw_descriptors_again_after_run_is_named(tmp_path):
+@pytest.mark.parametrize("again", [
+    "            os.close(self._rfd)\n            os.close(self._wfd)\n",
+    "            _close(self.reader)\n            self.reader.close()\n"
+    "            _close(self.writer)\n"],
+    ids=["by_number", "by_the_socket_object"])
+def test_a_control_that_closes_its_raw_descriptors_again_after_run_is_named(tmp_path, again):
     # The raw-fds alternate closes by number once (its sockets let go first); closing the
-    # saved numbers instead closes them again after run() has -- numbers that by then may
-    # belong to another file of the program (here: the selector's).
+    # saved numbers, or a socket object whose number is gone, instead closes them again --
+    # numbers that by then may belong to another file of the program.
     from workbook.explore import driver
     problem = manifest.get("p02")
     source = (problem.alternates_dir / "raw_fds.py").read_text()
     once = "            _close(self.reader)\n            _close(self.writer)\n"
     assert once in source
     path = tmp_path / problem.learner_file.name
-    path.write_text(source.replace(once, "            os.close(self._rfd)\n"
-                                         "            os.close(self._wfd)\n"))
+    if "reader.close" in again:  # _close takes the number without letting the object go
+        detach = ("    fd = sock.detach()  # the object lets go, so it will never close a "
+                  "reused number\n")
+        assert detach in source
+        source = source.replace(detach, "    fd = sock.fileno()  # WRONG: the object keeps it\n")
+    path.write_text(source.replace(once, again))
     report = driver.explore(p02, str(path))
     assert report.found is not None, "a double close of raw descriptors went unseen"
     problem_text = report.found.problem

@@ -169,6 +169,11 @@ class Socket(_socket.socket):
             exc = w.fault("close")
             if w._task() is not None:
                 w.sched.point()
+            r = _resource(self)
+            if r is not None and r.closed is not None:  # its number went with os.close:
+                _socket.socket.detach(self)  # let go of it, never close it again for real
+                w.close_again(r)
+                raise OSError(_errno.EBADF, "Bad file descriptor")
         super().close()
         if w is not None and fd >= 0 and self.fileno() == -1:
             w.closed(_resource(self), "close()")

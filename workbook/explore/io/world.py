@@ -181,8 +181,9 @@ class World:
                     None)
 
     def close_again(self, r: Resource) -> None:
-        """``os.close`` of ``r``'s number once more: recorded, never passed to the system
-        (the number may belong to the harness by now)."""
+        """A close of ``r``'s number once more (``os.close``, or the socket object whose
+        number ``os.close`` took): recorded, never passed to the system (the number may
+        belong to the harness by now)."""
         self.again.append((r, self.step(), self._who()))
         self.record(f"closes fd {r.fd} again (it was {r.name}, closed already)")
 
@@ -193,7 +194,7 @@ class World:
             return ""
         r, step, who = self.again[0]
         name = sched.tasks[who].name if 0 <= who < len(sched.tasks) else "the program"
-        return (f"thread '{name}' called os.close({r.fd}) at step {step}, but that descriptor "
+        return (f"thread '{name}' closed fd {r.fd} at step {step}, but that descriptor "
                 f"was closed already ({r.name}, closed at step {r.closed}). By then its number "
                 "may belong to another file or socket of the program, which would be closed "
                 f"in its place: close each descriptor once ({example} must not close it "
