@@ -110,8 +110,9 @@ def _load_target(problem: manifest.Problem, target: Path) -> None:
     _emit(records.ImportFailed(_STATE["import_error"], _printed(printed)))
 
 
-def _printed(printed: dict) -> str:
-    """What the file printed while it was imported, labelled like a test's capture."""
+def _printed(printed: dict) -> str | None:
+    """What the file printed while it was imported, labelled like a test's capture (None:
+    nothing)."""
     return records.cap_output(
         _labelled([(name, buffer.getvalue()) for name, buffer in printed.items()])) or None
 

@@ -119,7 +119,7 @@ def test_the_watch_names_a_thread_kept_waiting_for_the_gil_and_the_thread_that_h
               "        n += 1\n")
     with watched(tmp_path / "gilhog.py", source, {"hog": "hog", "worker": "worker"}) as watch:
         look_until(watch, lambda: time.monotonic() - watch.started >= 2.0
-                   and min(watch.seen.values(), default=0) >= 10, pause=0.02)
+                   and min(watch.seen.values(), default=0) >= 5, pause=0.02)
         said, spinning = watch.waiting_for_gil(), watch.spinning()
     assert len(said) == 1, (said, spinning)
     assert said[0].startswith("thread 'worker' was waiting for the GIL at "), said
@@ -127,6 +127,6 @@ def test_the_watch_names_a_thread_kept_waiting_for_the_gil_and_the_thread_that_h
     assert re.search(r"gilhog\.py:(7: `while not stop\.is_set\(\):`|8: `n \+= 1`)",
                      said[0]), said
     assert "while thread 'hog' kept the interpreter" in said[0], said
-    assert "mostly at" not in said[0] or "gilhog.py:3: `sum(range(4_000_000))`" in said[0]
+    assert "mostly at " in said[0] and "gilhog.py:3: `sum(range(4_000_000))`" in said[0], said
     # the thread kept off the interpreter is not called a spinner; the one holding it may be
     assert not any("'worker'" in line for line in spinning), spinning

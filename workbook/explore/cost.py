@@ -56,7 +56,8 @@ def measure(problem: manifest.Problem, repeat: int) -> dict:
 
 
 def render(rows: list[dict]) -> str:
-    """A Markdown table per problem, and one summary line each."""
+    """One Markdown table (a row per problem), then a line per problem naming each variant's
+    median/max time to its first counterexample."""
     lines = ["| problem | reference: scenarios | seconds | scenarios/s | variants found | "
              "first counterexample, median of medians | max |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]

@@ -27,7 +27,8 @@ def judge(rec: Any) -> str | None:
 
 def _twice(rec: Any) -> str | None:
     """A raw descriptor closed twice: the root cause of whatever follows (an EBADF, say)."""
-    return rec.world.again_sentence(rec.sched, "Control.close() after run() has closed its sockets") or None
+    return rec.world.again_sentence(
+        rec.sched, "Control.close() after run() has closed its sockets") or None
 
 
 def _setup(rec: Any) -> str | None:

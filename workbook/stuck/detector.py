@@ -240,8 +240,7 @@ class Watch:
                 # Asleep in time.sleep at most looks: slow.  On a crowded machine each of its
                 # wakeups waits for a CPU, which its demand counts as wanting one.
                 continue
-            used = self.last_cpu.get(thread, 0.0) - self.cpu_start.get(thread, 0.0)
-            wanted = self.last_demand.get(thread, 0.0) - self.demand_start.get(thread, 0.0)
+            used, wanted = self._used(thread)
             if not counts or not spins(used=used, wanted=wanted, elapsed=elapsed,
                                        moved=self.moved.get(thread, 0),
                                        looks=max(1, self.looks_at.get(thread, 0) - 1)):
