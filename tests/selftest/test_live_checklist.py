@@ -12,6 +12,7 @@ import threading
 import time
 
 from workbook import ROOT, manifest
+from workbook.stuck.procfs import run_delay_seconds
 
 P01 = manifest.get("p01")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -58,14 +59,11 @@ class Lag:
 
 def _run_delays(pid: int) -> dict[str, float]:
     """Per thread of process ``pid``: the seconds it has waited runnable for a CPU."""
-    out = {}
     try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                out[tid] = int(f.read().split()[1]) / 1e9
-    except (OSError, IndexError, ValueError):
-        pass  # the process ended, or no schedstat here: the naps alone decide
-    return out
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return {}  # the process ended: the naps alone decide
+    return {tid: run_delay_seconds(int(tid), pid) for tid in tids}
 
 
 def silences(chunks: list[tuple[float, str]], lag: Lag) -> list[float]:

@@ -32,12 +32,13 @@ def thread_cpu_seconds(thread: threading.Thread) -> float | None:
         return None
 
 
-def run_delay_seconds(tid: int | None = None) -> float:
-    """Seconds the thread ``tid`` (the calling one by default) has spent ready to run but
-    waiting for a CPU (``/proc`` schedstat's run delay); 0.0 where the kernel does not say."""
+def run_delay_seconds(tid: int | None = None, pid: int | str = "self") -> float:
+    """Seconds the thread ``tid`` (the calling one by default) of process ``pid`` (this one by
+    default) has spent ready to run but waiting for a CPU (``/proc`` schedstat's run delay);
+    0.0 where the kernel does not say."""
     tid = threading.get_native_id() if tid is None else tid
     try:
-        with open(f"/proc/self/task/{tid}/schedstat") as f:
+        with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
             return int(f.read().split()[1]) / 1e9
     except (OSError, ValueError, IndexError):
         return 0.0
