@@ -13,10 +13,11 @@ import importlib.util
 import io
 import os
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NoReturn
 
 import pytest
 
@@ -84,23 +85,28 @@ def _load_target(problem: manifest.Problem, target: Path) -> None:
     sys.modules[problem.module] = module
     # What the file prints while it is imported is kept for an import error's report.
     printed = {"stdout": io.StringIO(), "stderr": io.StringIO()}
-    # A learner check watches the import like any test (a grader keeps its own limits).
-    watch = _import_watch(target, printed) if _sink is None else None
+    # The import is watched like any test: a learner check ends the process on a verdict;
+    # a graded run, whose records leave only from this thread, has the import interrupted.
+    graded = _sink is not None
+    watch, stopped = _import_watch(target, printed, graded=graded)
     try:
         try:
             with contextlib.redirect_stdout(printed["stdout"]), \
                     contextlib.redirect_stderr(printed["stderr"]):
                 spec.loader.exec_module(module)
         finally:
-            if watch is not None and not watch.finish():
-                _hold()  # the watch reported a hang and is ending the process
+            if not watch.finish():  # a verdict came first
+                if not graded:
+                    _hold()  # the watch reported a hang and is ending the process
+                _stopped_here(watch)
     except SyntaxError as exc:
         from workbook.run import syntax_message
         _STATE["import_error"] = syntax_message(exc)
     except BaseException as exc:  # noqa: BLE001 - anything the learner file raises on import
         where = _where(exc.__traceback__, target)
-        _STATE["import_error"] = (f"importing the file raised {type(exc).__name__}: {exc}"
-                                  + (f" ({where})" if where else ""))
+        _STATE["import_error"] = stopped[0] if type(exc) is _ImportStopped and stopped else (
+            f"importing the file raised {type(exc).__name__}: {exc}"
+            + (f" ({where})" if where else ""))
     else:
         _STATE["module"] = module
         for filename in _code_files(module):  # a file built on another (an old pitfall
@@ -117,11 +123,29 @@ def _printed(printed: dict) -> str | None:
         _labelled([(name, buffer.getvalue()) for name, buffer in printed.items()])) or None
 
 
-def _import_watch(target: Path, printed: dict):
-    """The watch over the import: on a verdict, one import-error record (with what the file
-    printed so far), then the end of the process (the import cannot be interrupted, and no
-    test could run anyway)."""
+class _ImportStopped(BaseException):
+    """Raised in the importing thread of a graded run when the import watch has a verdict."""
+
+
+def _import_watch(target: Path, printed: dict, *, graded: bool):
+    """The watch over the import, and the list its verdict goes into in a graded run.
+
+    A learner check: on a verdict, one import-error record (with what the file printed so
+    far), then the end of the process (the import cannot be interrupted, and no test could
+    run anyway).  A graded run: the verdict is kept and the import interrupted, for the
+    importing thread to report (the judge takes records from that thread alone); it acts
+    only on proof (spinning, asleep at one line), never on "still running", which the
+    grader's import limit ends (as it ends an import that ignores the interruption)."""
     from workbook.stuck.importing import ImportWatch
+
+    stopped: list[str] = []
+    if graded:
+        def report(sentence: str) -> None:
+            stopped.append(sentence)
+            testkit.interrupt_thread(main, _ImportStopped)
+
+        main = threading.current_thread()
+        return ImportWatch(str(target), report, give_up=float("inf")).start(), stopped
 
     def report(sentence: str) -> None:
         _emit(records.ImportFailed(sentence, _printed(printed)))
@@ -131,7 +155,20 @@ def _import_watch(target: Path, printed: dict):
         sys.stdout.flush()
         os._exit(1)
 
-    return ImportWatch(str(target), report).start()
+    return ImportWatch(str(target), report).start(), stopped
+
+
+def _stopped_here(watch) -> NoReturn:
+    """A graded import the watch has a verdict on: wait until the watch has interrupted this
+    thread, take that interruption if it is still pending (the import may have ended on its
+    own meanwhile), and leave as stopped, whatever the import did."""
+    try:
+        watch.thread.join()
+        for _ in range(1000):  # a pending interruption lands at the next instruction
+            pass
+    except _ImportStopped:
+        pass
+    raise _ImportStopped
 
 
 def _hold() -> None:

@@ -602,6 +602,24 @@ def test_a_changed_submission_is_graded_again_on_resume(tmp_path):
     assert json.loads(state.read_text())["rows"]["a"]["total"] == 100
 
 
+def test_an_import_that_ignores_its_interruption_is_ended_by_the_import_limit(tmp_path):
+    """A spinning import is interrupted with the learner check's sentence (the battery's
+    ``import_loop``); one that swallows the interruption and spins on meets the grader's own
+    import limit, which ``--time-limit`` caps."""
+    subs = tmp_path / "subs"
+    (subs / "a").mkdir(parents=True)
+    (subs / "a" / P01.learner_file.name).write_text(battery.with_prelude(
+        "while True:\n    try:\n        while True:\n            pass\n"
+        "    except BaseException:\n        pass\n", battery.skeleton(P01)))
+    state = tmp_path / "g.json"
+    out = cli("grade", str(subs), "--problem", "p01", "--format", "json", "--out", str(state),
+              "--time-limit", "6")
+    assert out.returncode == 0, out.stderr[-2000:]
+    entry = json.loads(state.read_text())["rows"]["a"]["problems"]["p01"]
+    assert (entry["status"], entry["score"]) == ("error", 0)
+    assert entry["reasons"] == ["timed out while importing (limit 6 s)"], entry["reasons"]
+
+
 def test_a_grade_records_the_exploration_seed_and_another_seed_grades_again(tmp_path):
     """Graded runs explore from a seed the gradebook keeps, so ``./check.sh p03 FILE --seed
     N`` reproduces a grade; the run itself explored from that seed (its note says so)."""

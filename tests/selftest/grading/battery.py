@@ -850,7 +850,8 @@ def _hostile_expectation(kind: str, p: manifest.Problem) -> dict:
     zero_error = lambda *reasons: {"status": "error", "score": 0, "reason": list(reasons)}  # noqa
     return {
         "syntax_error": zero_error("syntax error"),
-        "import_loop": zero_error("timed out while importing"),
+        # the same sentence as the learner's check, within seconds, not the import limit
+        "import_loop": zero_error("import error", "spinning at", "while True"),
         "exit_at_import": zero_error("incomplete"),
         "exit_125_at_import": zero_error("incomplete"),
         "sys_exit_at_import": zero_error("import error", "SystemExit"),
