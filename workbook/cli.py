@@ -127,7 +127,7 @@ def cmd_check(problem_id: str, argv: list[str]) -> int:
             # piped (`--show > fix.diff`, `| git apply`): the stored file itself, unwrapped and
             # uncoloured; its explanation sits before the `---` line, where patch tools skip it
             variants.apply(variant)  # say so at once if it no longer applies
-            sys.stdout.write(f"{variant.label} · must fail: {', '.join(variant.fails)} · "
+            sys.stdout.write(f"{variant.label} · {variant.failing} · "
                              f"{render.shown_path(variant.source)}\n\n"
                              + variant.source.read_text("utf-8"))
         elif args.show:
@@ -387,9 +387,8 @@ def cmd_selftest(argv: list[str]) -> int:
     workers = []
     if importlib.util.find_spec("xdist") is not None and not any(
             a == "-n" or a.startswith(("-n", "--numprocesses")) or a == "-p" for a in argv):
-        # Two per core: most of a check is waiting, not computing.  Longest first, and the
-        # graded battery's tests on one worker: the conftest orders and groups them.
-        workers = ["-n", str(min(8, 2 * (os.cpu_count() or 1))), "--dist", "loadgroup"]
+        # Two per core: most of a check is waiting, not computing.
+        workers = ["-n", str(min(8, 2 * (os.cpu_count() or 1)))]
     command = [sys.executable, "-m", "pytest", str(ROOT / "tests" / "selftest"),
                "-p", "no:cacheprovider", *workers, *argv]
     return subprocess.call(command, cwd=ROOT)

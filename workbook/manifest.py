@@ -42,6 +42,7 @@ class Pitfall:
     fails: tuple[str, ...]
     hint: int
     section: str
+    may_also_fail: tuple[str, ...] = ()  # see Wrong
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,9 @@ class Wrong:
     name: str
     breaks: str                # the sentence of the spec or skeleton it breaks
     fails: tuple[str, ...]     # the checkpoints that must fail; every other one must pass
+    #: ...but these, which may catch the mistake by chance (a latent deadlock that a stress
+    #: test of many threads runs into on some runs): either outcome is right there.
+    may_also_fail: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -158,6 +162,14 @@ def _checkpoint(data: dict, problem_id: str, where: str) -> Checkpoint:
     return cp
 
 
+def _may_also_fail(data: dict, checkpoint_ids: set[str], where: str) -> tuple[str, ...]:
+    names = tuple(data.get("may_also_fail", ()))
+    if set(names) - checkpoint_ids or set(names) & set(data.get("fails", ())):
+        raise ManifestError(f"{where}: 'may_also_fail' must name other checkpoints of this "
+                            f"problem than 'fails' does ({list(names)})")
+    return names
+
+
 def _pitfall(data: dict, checkpoint_ids: set[str], where: str) -> Pitfall:
     p = Pitfall(
         name=_require(data, "name", str, where),
@@ -165,6 +177,7 @@ def _pitfall(data: dict, checkpoint_ids: set[str], where: str) -> Pitfall:
         fails=tuple(_require(data, "fails", list, where)),
         hint=_require(data, "hint", int, where),
         section=_require(data, "section", str, where),
+        may_also_fail=_may_also_fail(data, checkpoint_ids, where),
     )
     if not re.fullmatch(r"[a-z][a-z0-9_]*", p.name):
         raise ManifestError(f"{where}: pitfall name {p.name!r} must be a python identifier")
@@ -179,6 +192,7 @@ def _wrong(data: dict, checkpoint_ids: set[str], where: str) -> Wrong:
         name=_require(data, "name", str, where),
         breaks=_require(data, "breaks", str, where),
         fails=tuple(_require(data, "fails", list, where)),
+        may_also_fail=_may_also_fail(data, checkpoint_ids, where),
     )
     if not re.fullmatch(r"[a-z][a-z0-9_]*", w.name):
         raise ManifestError(f"{where}: wrong variant name {w.name!r} must be a python identifier")

@@ -39,6 +39,14 @@ class Variant:
     source: Path         # the .diff
     summary: str         # the pitfall's title, or the sentence a wrong variant breaks
     fails: tuple[str, ...]
+    may_also_fail: tuple[str, ...] = ()  # may catch it by chance: either outcome is right
+
+    @property
+    def failing(self) -> str:
+        """What it must fail, and what it may also fail, in a few words."""
+        maybe = f" · may also fail: {', '.join(self.may_also_fail)}" if self.may_also_fail \
+            else ""
+        return f"must fail: {', '.join(self.fails)}{maybe}"
 
     @property
     def label(self) -> str:
@@ -52,12 +60,14 @@ def get(problem: manifest.Problem, kind: str, name: str) -> Variant:
         known = {p.name: p for p in problem.pitfalls}
         if name in known:
             p = known[name]
-            return Variant(problem, kind, name, problem.pitfall_diff(name), p.title, p.fails)
+            return Variant(problem, kind, name, problem.pitfall_diff(name), p.title, p.fails,
+                           p.may_also_fail)
     elif kind == "wrong":
         known = {w.name: w for w in problem.wrongs}
         if name in known:
             w = known[name]
-            return Variant(problem, kind, name, problem.wrong_diff(name), w.breaks, w.fails)
+            return Variant(problem, kind, name, problem.wrong_diff(name), w.breaks, w.fails,
+                           w.may_also_fail)
     else:
         raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
     raise UsageError(f"{problem.id} has no {kind} {name!r} "
@@ -213,8 +223,7 @@ def show(variant: Variant, console) -> None:
 
     console.print(Rule(f"{variant.label}", align="left"))
     console.print(f"[bold]{variant.summary}[/bold]")
-    console.print(f"[dim]must fail: {', '.join(variant.fails)} · "
-                  f"file: {_shown(variant.source)}[/dim]")
+    console.print(f"[dim]{variant.failing} · file: {_shown(variant.source)}[/dim]")
     parsed = parse(variant)
     apply(variant)  # say so at once if it no longer applies
     if parsed.explanation:

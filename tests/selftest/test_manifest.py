@@ -93,6 +93,22 @@ difficulty = "easy"\ntime_limit = 5
         load_problem(path)
 
 
+def test_a_variant_may_name_checkpoints_that_catch_it_by_chance_but_not_its_own(tmp_path):
+    head = '''id = "p77"\ntitle = "t"\nsummary = "s"\nmodule = "m"\nminutes = 1
+difficulty = "easy"\ntime_limit = 5
+[[checkpoints]]\nid = "p77.a"\ntitle = "A"\npoints = 1\nhint = 1\nsection = "S"
+[[checkpoints]]\nid = "p77.b"\ntitle = "B"\npoints = 1\nhint = 1\nsection = "S"
+[[wrong]]\nname = "w"\nbreaks = "A is kept."\nfails = ["p77.a"]
+'''
+    path = tmp_path / "p77.toml"
+    path.write_text(head + 'may_also_fail = ["p77.b"]\n')
+    assert load_problem(path).wrong("w").may_also_fail == ("p77.b",)
+    for bad in ('["p77.a"]', '["p77.c"]'):  # its own checkpoint; an unknown one
+        path.write_text(head + f"may_also_fail = {bad}\n")
+        with pytest.raises(ManifestError, match="may_also_fail"):
+            load_problem(path)
+
+
 def test_problem_ids_are_the_file_names_and_in_order():
     assert list(manifest.problems()) == sorted(manifest.problems())
     with pytest.raises(KeyError, match="unknown problem"):
