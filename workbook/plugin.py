@@ -163,7 +163,7 @@ def _stopped_here(watch) -> NoReturn:
     thread, take that interruption if it is still pending (the import may have ended on its
     own meanwhile), and leave as stopped, whatever the import did."""
     try:
-        watch.thread.join()
+        watch.thread.join(5.0)  # it ends right after the interruption (a few ms at most)
         for _ in range(1000):  # a pending interruption lands at the next instruction
             pass
     except _ImportStopped:
