@@ -851,7 +851,7 @@ def _hostile_expectation(kind: str, p: manifest.Problem) -> dict:
     return {
         "syntax_error": zero_error("syntax error"),
         # the same sentence as the learner's check, within seconds, not the import limit
-        "import_loop": zero_error("import error", "spinning at", "while True"),
+        "import_loop": zero_error("did not finish: it is spinning at"),
         "exit_at_import": zero_error("incomplete"),
         "exit_125_at_import": zero_error("incomplete"),
         "sys_exit_at_import": zero_error("import error", "SystemExit"),
@@ -863,7 +863,10 @@ def _hostile_expectation(kind: str, p: manifest.Problem) -> dict:
         "forge_into_fds": zero_error("tampered", "forged"),
         "forge_via_harness": zero_error("tampered"),
         "rewrite_outcome": zero_error("tampered"),
-        "fork_bomb": zero_error("stopped by the process limit"),
+        # forking at import: the process limit stops it, or on a loaded box the import watch
+        # sees it spinning first (a second of forks); a 0 and the fork line either way
+        "fork_bomb": zero_error("stopped by the process limit",
+                                "did not finish: it is spinning at"),
         "memory_bomb": zero_error("stopped by the memory limit"),
         "huge_output": {**_full(p), "note": "printed"},
         "kill_parent": _full(p),
