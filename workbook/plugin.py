@@ -22,6 +22,7 @@ from typing import Callable, NoReturn
 import pytest
 
 from workbook import manifest, records, testkit
+from workbook.tuning import GRADED_IMPORT_PATIENCE
 
 _STATE: dict = {}
 #: The stuck detector's log of the test being run (its verdicts), kept in the item's stash.
@@ -134,8 +135,9 @@ def _import_watch(target: Path, printed: dict, *, graded: bool):
     far), then the end of the process (the import cannot be interrupted, and no test could
     run anyway).  A graded run: the verdict is kept and the import interrupted, for the
     importing thread to report (the judge takes records from that thread alone); it acts
-    only on proof (spinning, asleep at one line), never on "still running", which the
-    grader's import limit ends (as it ends an import that ignores the interruption)."""
+    only on proof (spinning, asleep at one line) after ``GRADED_IMPORT_PATIENCE``, never on
+    "still running", which the grader's import limit ends (as it ends an import that ignores
+    the interruption)."""
     from workbook.stuck.importing import ImportWatch
 
     stopped: list[str] = []
@@ -145,7 +147,8 @@ def _import_watch(target: Path, printed: dict, *, graded: bool):
             testkit.interrupt_thread(main, _ImportStopped)
 
         main = threading.current_thread()
-        return ImportWatch(str(target), report, give_up=float("inf")).start(), stopped
+        return ImportWatch(str(target), report, patience=GRADED_IMPORT_PATIENCE,
+                           give_up=float("inf")).start(), stopped
 
     def report(sentence: str) -> None:
         _emit(records.ImportFailed(sentence, _printed(printed)))
