@@ -9,6 +9,7 @@ import pytest
 
 from workbook.explore import onecpu
 from workbook.explore.sched import Scheduler
+from workbook.stuck import procfs
 
 ALLOWED = set(os.sched_getaffinity(0))
 needs_two = pytest.mark.skipif(len(ALLOWED) < 2, reason="one CPU: nothing to pin")
@@ -48,6 +49,21 @@ def test_the_controller_may_run_anywhere_again_once_the_run_is_over():
 @needs_two
 def test_here_names_a_cpu_this_process_may_use():
     assert onecpu.here() in ALLOWED
+
+
+@needs_two
+def test_the_cpu_read_from_proc_is_the_one_a_thread_is_kept_on():
+    seen: list[tuple[int, int | None]] = []
+
+    def on_each():
+        for cpu in sorted(ALLOWED)[:2]:
+            os.sched_setaffinity(0, (cpu,))
+            seen.append((cpu, procfs.current_cpu()))
+
+    thread = threading.Thread(target=on_each, daemon=True)
+    thread.start()
+    thread.join(30)
+    assert len(seen) == 2 and all(cpu == read for cpu, read in seen), seen
 
 
 def test_nothing_is_pinned_where_one_cpu_or_no_affinity_is_available(monkeypatch):

@@ -8,12 +8,15 @@ between two Python threads measured 57 us a round trip on this project's 2-core 
 CPU the controller was on when the run began, and the controller lets go when the run ends:
 between runs the kernel may move it, and the next run follows it there.
 
-Linux only (``os.sched_setaffinity`` on a thread id, the CPU read from
-``/proc/thread-self/stat``); anywhere else, or when either is refused, nothing is pinned.
+Linux only (``os.sched_setaffinity`` on a thread id, the CPU read by ``procfs.current_cpu``);
+anywhere else, or when either is refused, nothing is pinned.
 """
 from __future__ import annotations
 
 import os
+
+from workbook.stuck.procfs import current_cpu
+
 
 def _read_allowed() -> set[int] | None:
     try:
@@ -33,12 +36,7 @@ def here() -> int | None:
     allowed = _ALLOWED
     if allowed is None or len(allowed) < 2:
         return None
-    try:
-        with open("/proc/thread-self/stat", "rb") as stat:
-            # The command name (field 2) may hold spaces: count fields after its ")".
-            cpu = int(stat.read().rpartition(b")")[2].split()[36])
-    except (OSError, ValueError, IndexError):
-        return None
+    cpu = current_cpu()
     return cpu if cpu in allowed else None
 
 

@@ -55,6 +55,16 @@ def thread_demand_seconds(thread: threading.Thread) -> float | None:
     return cpu + run_delay_seconds(thread.native_id)
 
 
+def current_cpu() -> int | None:
+    """The CPU the calling thread runs on now, or None where ``/proc`` does not say."""
+    try:
+        with open("/proc/thread-self/stat", "rb") as f:
+            # The command name (field 2) may hold spaces: count the fields after its ")".
+            return int(f.read().rpartition(b")")[2].split()[36])  # field 39, "processor"
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def kernel_state(thread: threading.Thread) -> str | None:
     """The kernel's one-letter state of ``thread`` ('R' running, 'S' sleeping, ...), or None
     where /proc is not available or the thread has ended."""
