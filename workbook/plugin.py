@@ -22,6 +22,7 @@ from typing import Callable, NoReturn
 import pytest
 
 from workbook import manifest, records, testkit
+from workbook.testkit import honest
 from workbook.tuning import GRADED_IMPORT_PATIENCE
 
 _STATE: dict = {}
@@ -112,6 +113,7 @@ def _load_target(problem: manifest.Problem, target: Path) -> None:
         _STATE["module"] = module
         for filename in _code_files(module):  # a file built on another (an old pitfall
             testkit.set_learner_file(filename)  # module) runs that file's code too
+        honest.guard_module(module)  # what its functions return must not lie to the tests
         return
     del sys.modules[problem.module]
     _emit(records.ImportFailed(_STATE["import_error"], _printed(printed)))
@@ -235,6 +237,8 @@ def pytest_runtest_protocol(item, nextitem):
     _STATE["captured"] = ""
     _STATE["started"] = time.monotonic()
     check = item.stash[_CHECK] = testkit.begin_check()
+    if _STATE.get("module") is not None:
+        honest.guard_module(_STATE["module"])  # again: a method put back meanwhile
     watchdog = _STATE.get("watchdog")
     if watchdog is not None:
         watchdog.active = True
@@ -294,6 +298,10 @@ def _classify(excinfo, when: str, check: testkit.CheckLog | None) -> dict:
     (``testkit.Stuck``); a failure the test worded itself after a wait that only answered
     False takes the last verdict in the test's own log."""
     out = _classify_plain(excinfo, when)
+    if check is not None and check.lies and out["outcome"] == "failed":
+        # The test may have caught the failure and failed later on something else.
+        return {"outcome": "failed", "message": check.lies[0], "pitfall": None,
+                "cause": "a returned value that lies about what it is"}
     timed = getattr(excinfo.value, "timed_out", None)
     if timed is not None and timed.slow and not timed.spinning and out["outcome"] == "failed":
         # One root cause however many checks it slowed down: the learner's code sleeps.

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import inspect
 import queue
 import threading
 from typing import Any, Callable
@@ -164,7 +165,7 @@ def explain_stuck(snap) -> list[str]:
         queued = _queued(sink)
         if not queued:
             continue
-        put = getattr(type(sink), "put", None)
+        put = inspect.unwrap(getattr(type(sink), "put", None))  # under the honesty guard
         code = getattr(put, "__code__", None)
         where = f" (OutputSink.put, line {code.co_firstlineno})" if code else ""
         count = vars(sink).get("wakeups_scheduled", "?")  # never a property: no learner code

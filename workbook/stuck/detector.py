@@ -35,6 +35,8 @@ class CheckLog:
     """What the detector found during one check (one test): its stuck verdicts, in order.
     The plugin keeps it in the test's ``item.stash``."""
     verdicts: list[Verdict] = field(default_factory=list)
+    #: What ``testkit.honest`` found lying among the values the submission returned.
+    lies: list[str] = field(default_factory=list)
 
 
 class Detector:

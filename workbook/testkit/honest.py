@@ -1,0 +1,185 @@
+"""Values the submission hands to the judge must not lie about what they are.
+
+Every acceptance set compares what the learner's code returns with what it expects:
+``got == ["a", "b"]``, ``took == item``, ``sorted(taken) == expected``.  A returned object
+whose class answers those comparisons itself (a ``list`` subclass whose ``__eq__`` says
+True to anything, an object "equal" to every item) would pass them without storing or
+ordering anything.  So the harness looks at each value a public method or function of the
+learner module returns (``guard_module``), and fails the check when one lies:
+
+- a subclass of a built-in value type (``list``, ``int``, ``str``, ...) that replaces how the
+  built-in compares, hashes, counts, iterates, indexes or converts, with code that is not
+  Python's library or the harness (a ``namedtuple`` or an ``IntEnum`` does not);
+- any other object whose own comparison says it equals, or orders against, a stranger: an
+  object made on the spot that nothing honest can know.
+
+Judged by behaviour and by whose code runs, never by names a submission chooses (a class
+may claim any ``__module__``).  The tests' own objects are never probed (they may compare
+oddly on purpose).  Containers of exact built-in types and the attributes of the
+submission's own objects are looked through, within ``LIMIT`` objects.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import secrets
+from types import ModuleType
+from typing import Any, Callable
+
+from workbook.stuck.code import LIBRARY, is_harness
+from workbook.stuck.detector import DETECTOR
+from workbook.testkit.checks import Failure
+
+#: Objects looked at in one returned value at most (a batch of 20 000 items is looked
+#: through in a few milliseconds; beyond this the rest is taken on trust).
+LIMIT = 25_000
+#: How deep into nested containers (and a returned object's fields) a value is looked at.
+DEPTH = 3
+_EXACT = (list, tuple, dict, set, frozenset, str, bytes, bytearray, int, float, complex,
+          bool, type(None))
+_VALUES = (list, tuple, dict, set, frozenset, str, bytes, bytearray, int, float, complex)
+#: What a built-in value type does that a test relies on.
+_BEHAVIOUR = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__",
+              "__len__", "__iter__", "__getitem__", "__contains__", "__bool__", "__index__",
+              "__int__", "__float__")
+_COMPARE = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__")
+
+
+class Dishonest(Failure):
+    """A value the submission returned answers the judge's comparisons itself."""
+
+
+class _Stranger:
+    """An object no honest value equals: made by the harness, compared by identity."""
+    __slots__ = ()
+
+
+def _foreign_code(func: Any) -> bool:
+    """Whether ``func`` is Python code that is neither the library's nor the harness's."""
+    code = getattr(getattr(func, "__func__", func), "__code__", None)
+    if code is None:
+        return False  # implemented in C: a built-in's own behaviour
+    name = code.co_filename
+    return not (name.startswith(LIBRARY) or is_harness(name))
+
+
+def _own_behaviour(cls: type, names: tuple[str, ...]) -> list[str]:
+    """The dunders of ``names`` that ``cls`` answers with code of the submission's."""
+    return [name for name in names if _foreign_code(getattr(cls, name, None))]
+
+
+def _strangers() -> list[Any]:
+    """Values made on the spot, of the kinds a test expects (an object, a list, a tuple, a
+    dict, a number, a text): nothing honest that exists already can equal one of them."""
+    one = _Stranger()
+    token = secrets.randbits(96) | 1 << 100
+    return [one, [one], (one,), {one: one}, {one}, token, float(token), f"stranger-{token}",
+            str(token).encode()]
+
+
+def _lies(value: Any) -> bool:
+    """Whether ``value`` claims equality with, or an order against, a stranger."""
+    for stranger in _strangers():
+        try:
+            if (value == stranger) is not False or (value != stranger) is not True:
+                return True
+        except Exception:  # noqa: BLE001 - a comparison that raises claims nothing
+            pass
+        for op in ("__lt__", "__le__", "__gt__", "__ge__"):
+            try:
+                answer = getattr(value, op)(stranger)
+            except Exception:  # noqa: BLE001 - no order with a stranger: honest
+                continue
+            if answer is not NotImplemented:
+                return True
+    return False
+
+
+def lie_in(value: Any) -> str | None:
+    """The first lie found in ``value`` (see the module docstring), as a phrase; None."""
+    seen: set[int] = set()
+    todo = [(value, 0, True)]  # (object, depth, whether to look inside it)
+    while todo and len(seen) < LIMIT:
+        v, depth, inside = todo.pop()
+        if id(v) in seen or depth > DEPTH:
+            continue
+        seen.add(id(v))
+        cls = type(v)
+        if cls in _EXACT:
+            if inside and cls is dict:
+                todo += [(x, depth + 1, True) for pair in v.items() for x in pair]
+            elif inside and cls in (list, tuple, set, frozenset):
+                todo += [(x, depth + 1, True) for x in v]
+            continue
+        if isinstance(v, _VALUES):
+            own = _own_behaviour(cls, _BEHAVIOUR)
+            if own:
+                base = next(b for b in cls.__mro__ if b in _VALUES)
+                return (f"an object of class {cls.__name__}, a {base.__name__} whose "
+                        f"{', '.join(own)} {'is' if len(own) == 1 else 'are'} its own code")
+            continue
+        if _own_behaviour(cls, _COMPARE) and _lies(v):
+            return (f"an object of class {cls.__name__} that claims to equal or to order "
+                    "against an object it has never seen")
+        if inside and depth <= 1 and any(_foreign_code(f) for f in vars(cls).values()) \
+                and hasattr(v, "__dict__") and not isinstance(v, (type, ModuleType)):
+            # The submission's own object, returned (or in a returned list): its fields
+            # are looked at too (a result record's), not what they lead to (a loop, its
+            # sockets, their callbacks).
+            todo += [(x, depth + 1, False) for x in vars(v).values()]
+    return None
+
+
+def _judge(result: Any, what: str) -> Any:
+    lie = lie_in(result)
+    if lie is not None:
+        message = (f"{what} returned {lie}: a test compares what your code returns with "
+                   "what it expects, so return plain values (lists, numbers, the very items "
+                   "given), not objects that answer the comparison themselves")
+        DETECTOR.check.lies.append(message)
+        raise Dishonest(message)
+    return result
+
+
+def _guarded(func: Callable, what: str) -> Callable:
+    if inspect.iscoroutinefunction(func):
+        @functools.wraps(func)
+        async def guarded_coroutine(*args: Any, **kwargs: Any) -> Any:
+            return _judge(await func(*args, **kwargs), what)
+        return guarded_coroutine
+
+    @functools.wraps(func)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        result = func(*args, **kwargs)
+        if asyncio.iscoroutine(result) or inspect.isgenerator(result):
+            return result  # judged where it is awaited, if its function is guarded
+        return _judge(result, what)
+    return guarded
+
+
+def guard_module(module: ModuleType) -> None:
+    """Judge what the public functions and methods of ``module``'s own classes return.
+    Called again before each test: a method the submission put back meanwhile is guarded
+    again (a guarded one is harness code, so it is never wrapped twice)."""
+    for name, value in list(vars(module).items()):
+        if name.startswith("_"):
+            continue
+        if inspect.isfunction(value) and _foreign_code(value):
+            setattr(module, name, _guarded(value, f"{name}()"))
+        elif inspect.isclass(value) and any(_foreign_code(f) for f in vars(value).values()):
+            _guard_class(value)
+
+
+def _guard_class(cls: type) -> None:
+    for name, member in list(vars(cls).items()):
+        if name.startswith("_") and name != "__len__":
+            continue
+        what = f"{cls.__name__}.{name}"
+        if isinstance(member, property) and _foreign_code(member.fget):
+            setattr(cls, name, property(_guarded(member.fget, what), member.fset,
+                                        member.fdel, member.__doc__))
+        elif isinstance(member, (staticmethod, classmethod)) and _foreign_code(member):
+            setattr(cls, name, type(member)(_guarded(member.__func__, f"{what}()")))
+        elif inspect.isfunction(member) and _foreign_code(member):
+            setattr(cls, name, _guarded(member, f"{what}()"))
