@@ -50,6 +50,14 @@ class Sorted:  # compares honestly: equal to its own kind with the same key only
         return self.key < other.key if isinstance(other, Sorted) else NotImplemented
     __hash__ = None
 
+class Sloppy:  # its __eq__ forgets to return: None, which is no claim
+    def __eq__(self, other): pass
+    __hash__ = None
+
+class Raises:  # compares only with its own kind, and says so by raising
+    def __eq__(self, other): return self.key == other.key
+    __hash__ = None
+
 @dataclass
 class Result:
     name: str
@@ -118,6 +126,7 @@ def test_a_value_that_answers_the_comparison_itself_is_a_lie(sub, make, phrase):
 def test_the_submissions_honest_classes_are_not_lies(sub):
     assert honest.lie_in([sub.Sorted(2), sub.Sorted(1)]) is None
     assert honest.lie_in(sub.Result("a", "ok")) is None  # a dataclass's own __eq__
+    assert honest.lie_in([sub.Sloppy(), sub.Raises()]) is None
 
 
 def test_a_guarded_module_returns_honest_values_unchanged(sub):

@@ -81,8 +81,8 @@ def _strangers() -> list[Any]:
 def _lies(value: Any) -> bool:
     """Whether ``value`` claims equality with, or an order against, a stranger."""
     for stranger in _strangers():
-        try:
-            if (value == stranger) is not False or (value != stranger) is not True:
+        try:  # truth, not identity with True: a sloppy __eq__ may answer None
+            if (value == stranger) or not (value != stranger):
                 return True
         except Exception:  # noqa: BLE001 - a comparison that raises claims nothing
             pass
