@@ -99,7 +99,7 @@ def _stop_reason(outcome: runner.Outcome, limits: Limits, ended: bool) -> str | 
         return f"timed out (limit {limits.wall:g} s)"
     if outcome.timed_out == "flood":
         return "stopped: its report flooded the grader"
-    if ended or outcome.timed_out == "exit":
+    if ended or outcome.timed_out in ("exit", "tampered"):  # tampered: its own reason
         return None
     if outcome.run_memory and outcome.signal == signal.SIGKILL:
         return f"stopped by the memory limit of the whole run ({limits.run_memory >> 20} MiB)"

@@ -35,6 +35,7 @@ class ReportReader(threading.Thread):
         self.ended_at: float | None = None  # when the run reported its end
         self.wake = threading.Event()      # set on either of those (and by the run's exit)
         self.flooded = False  # more than the caps: the run is stopped (``runner._watch``)
+        self.tampered = False  # an integrity record came: the run is stopped, decided
         self.received = 0     # bytes of report lines read
 
     def run(self) -> None:
@@ -82,6 +83,9 @@ class ReportReader(threading.Thread):
             self.wake.set()
         elif isinstance(record, protocol.End):
             self.ended_at = time.monotonic()
+            self.wake.set()
+        elif isinstance(record, protocol.Tampered):
+            self.tampered = True
             self.wake.set()
 
 

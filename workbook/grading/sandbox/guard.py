@@ -79,8 +79,9 @@ def library_prefixes() -> tuple[str, ...]:
 
 
 def install(stage: str = _STAGE):
-    """Install the hook; returns ``(classify, refusals)``: the kind of a file name, and what
-    was refused so far (for the judge).
+    """Install the hook; returns ``(classify, refusals, alarm)``: the kind of a file name,
+    what was refused so far, and a list where the judge puts the function each refusal
+    calls (for the judge).
 
     The hook calls nothing the submission could have replaced: every builtin and function it
     uses is bound here, before any of its code exists, and every argument is checked to be a
@@ -143,8 +144,11 @@ def install(stage: str = _STAGE):
                 where = f"{filename.rsplit('/', 1)[-1]}:{frame.f_lineno}"
         if len_(refused) < KEPT:
             refused.append(f"{event} refused to {where}")
+        for raise_alarm in alarm:  # the judge's: say so now, the verdict is decided
+            raise_alarm()
         raise refusal(f"workbook sandbox: {event} is not available to a submission")
 
+    alarm: list = []  # at most one function, the judge's, called on each refusal
     busy: set[int] = set()  # threads inside the hook (its own _getframe calls)
     started: list = []      # the learner file is about to be imported (the snapshot)
     import _imp
@@ -316,7 +320,7 @@ def install(stage: str = _STAGE):
     threading_file, threading_globals = threading.__file__, vars(threading)
     sys.addaudithook(hook)
     _route_imp(sys.audit)
-    return kind_of, lambda: tuple_(refused)
+    return kind_of, lambda: tuple_(refused), alarm
 
 
 def _route_imp(audit) -> None:

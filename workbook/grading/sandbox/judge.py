@@ -27,7 +27,11 @@ existed -- never by a file name, which code compiled by the submission can choos
 only from a stack with no frame of the submission's, nor one that claims a harness file
 without being the harness's code.  Anything else is refused (it raises, and the row is
 ``tampered``): a thread, a signal handler, an ``atexit`` or garbage-collector callback made
-of C callables that calls the harness's emitter has no such path.  The comparison is written so that it calls no code that could be the
+of C callables that calls the harness's emitter has no such path.  A refusal of the guard's
+(``guard.install``'s ``alarm``) sends the integrity record at once, from the thread that
+asked: the row is decided, and the grader stops the run when it reads that record.
+
+The comparison is written so that it calls no code that could be the
 submission's: only C functions bound before any learner code ran, after checking that every
 key it looks up by is a plain ``str``.  What still reaches it is raw memory; see the README.
 """
@@ -282,10 +286,13 @@ def snapshot(modules: tuple[str, ...], plugins, shallow: tuple[str, ...] = ()):
     return changed
 
 
-def install(classify, refusals, report_fd: int, key_fd: int, routes: dict = ROUTES) -> None:
+def install(classify, refusals, report_fd: int, key_fd: int, routes: dict = ROUTES,
+            alarm: list | None = None) -> None:
     """Read the key and arm the audit hook (see the module's docstring).  ``classify``: the
     guard's "harness"/"library"/"foreign" of a file name; ``refusals``: what it refused;
-    ``routes``: the path of each event (``ROUTES``; resolved at the first event)."""
+    ``routes``: the path of each event (``ROUTES``; resolved at the first event);
+    ``alarm``: the guard's list of what to call on a refusal (the integrity record, sent at
+    once: the grader then stops the run, whose verdict is decided)."""
     import _json
     import hashlib
     import itertools
@@ -390,6 +397,15 @@ def install(classify, refusals, report_fd: int, key_fd: int, routes: dict = ROUT
         if found:
             shown = found[:8] + ((f"and {len_(found) - 8} more",) if len_(found) > 8 else ())
             send("-", '{"event":"integrity","changed":[' + ",".join(map_(quote, shown)) + "]}")
+
+    def refused_now():
+        if not alarmed:
+            alarmed.append(True)
+            tampered()
+
+    alarmed: list = []
+    if alarm is not None:
+        alarm[:] = [refused_now]
 
     def hook(event, args):
         if event not in events:

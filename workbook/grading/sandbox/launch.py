@@ -16,11 +16,11 @@ def main() -> int:
     stage = sys.argv.pop(1)
     sys.path.insert(0, stage)
     from workbook.grading.sandbox import guard, judge
-    armed = guard.install(stage)  # (classify, refusals): handed on, never kept here
+    armed = guard.install(stage)  # (classify, refusals, alarm): handed on, never kept here
     report_fd, key_fd = os.environ.pop("WORKBOOK_REPORT_FD", None), \
         os.environ.pop("WORKBOOK_KEY_FD", None)
     if report_fd is not None and key_fd is not None:
-        judge.install(*armed, int(report_fd), int(key_fd))
+        judge.install(armed[0], armed[1], int(report_fd), int(key_fd), alarm=armed[2])
         os.set_inheritable(int(report_fd), False)
         os.environ["WORKBOOK_JUDGE"] = "armed"  # for the reporter plugin
     del armed

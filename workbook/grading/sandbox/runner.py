@@ -35,7 +35,7 @@ class Outcome:
     stamps: list[protocol.Stamp] = field(default_factory=list)  # one a record
     forged: int = 0                     # report lines that failed authentication
     violation: str | None = None        # first sequence problem in authenticated records
-    timed_out: str | None = None        # "run" | "import" | "exit" | "flood" | None
+    timed_out: str | None = None  # "run" | "import" | "exit" | "flood" | "tampered" | None
     exit_code: int | None = None        # the run's exit code (for the reason text only)
     signal: int | None = None           # the signal that ended the run, if one did
     output: str = ""                    # tail of stdout+stderr
@@ -152,6 +152,8 @@ def _watch(proc: subprocess.Popen, reader: "ReportReader", limits: Limits,
             return None
         if reader.flooded:
             return "flood"
+        if reader.tampered:  # the row is decided: nothing the run does now can change it
+            return "tampered"
         now = time.monotonic()
         deadlines = [(started + limits.wall, "run")]
         if not reader.imported.is_set():
