@@ -38,6 +38,7 @@ LIMIT = 25_000
 DEPTH = 3
 _EXACT = (list, tuple, dict, set, frozenset, str, bytes, bytearray, int, float, complex,
           bool, type(None))
+_SCALARS = frozenset({str, bytes, int, float, complex, bool, type(None)})
 _VALUES = (list, tuple, dict, set, frozenset, str, bytes, bytearray, int, float, complex)
 #: What a built-in value type does that a test relies on.
 _BEHAVIOUR = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__",
@@ -100,12 +101,17 @@ def lie_in(value: Any) -> str | None:
     """The first lie found in ``value`` (see the module docstring), as a phrase; None."""
     seen: set[int] = set()
     todo = [(value, 0, True)]  # (object, depth, whether to look inside it)
-    while todo and len(seen) < LIMIT:
+    looked = 0
+    while todo and looked < LIMIT:
         v, depth, inside = todo.pop()
-        if id(v) in seen or depth > DEPTH:
-            continue
-        seen.add(id(v))
+        looked += 1
         cls = type(v)
+        if cls in _SCALARS:
+            continue  # honest, and holds nothing (no id() asked: it is an audit event)
+        key = id(v)
+        if key in seen or depth > DEPTH:
+            continue
+        seen.add(key)
         if cls in _EXACT:
             if inside and cls is dict:
                 todo += [(x, depth + 1, True) for pair in v.items() for x in pair]
