@@ -212,6 +212,7 @@ class Watchdog:
                 waiting = main.ident in detector.watchers
             stack = stacks({main.ident}).get(main.ident, [])
             inside = any(detector.is_learner(f.f_code.co_filename) for f in stack)
+            del stack  # not kept while this thread sleeps: a frame keeps its locals alive
             if not self.active or waiting or not inside:
                 watch = None
                 continue
@@ -231,5 +232,6 @@ class Watchdog:
                 continue
             detector.record(value)
             self._verdict = (value, (frame.f_code, frame.f_lineno))
+            del frame
             signal.pthread_kill(main.ident, self.SIGNAL)
             watch = None
