@@ -602,22 +602,30 @@ def test_a_changed_submission_is_graded_again_on_resume(tmp_path):
     assert json.loads(state.read_text())["rows"]["a"]["total"] == 100
 
 
+def _graded_with_prelude(tmp_path: Path, prelude: str, time_limit: str) -> dict:
+    """P01's skeleton with ``prelude`` at its top, graded alone: its gradebook entry, which
+    must be an error worth 0."""
+    subs = tmp_path / "subs"
+    (subs / "a").mkdir(parents=True)
+    (subs / "a" / P01.learner_file.name).write_text(battery.with_prelude(
+        prelude, battery.skeleton(P01)))
+    state = tmp_path / "g.json"
+    out = cli("grade", str(subs), "--problem", "p01", "--format", "json", "--out", str(state),
+              "--time-limit", time_limit)
+    assert out.returncode == 0, out.stderr[-2000:]
+    entry = json.loads(state.read_text())["rows"]["a"]["problems"]["p01"]
+    assert (entry["status"], entry["score"]) == ("error", 0)
+    return entry
+
+
 def test_a_refused_call_ends_the_run_at_once_with_tampered_as_its_only_reason(tmp_path):
     """The guard's refusal decides the row: the judge sends the integrity record then and
     there, and the grader stops the run instead of waiting for its limits.  This one asks
     for ``sys.settrace`` at import, swallows the refusal and sleeps: before, the import
     limit ended it."""
-    subs = tmp_path / "subs"
-    (subs / "a").mkdir(parents=True)
-    (subs / "a" / P01.learner_file.name).write_text(battery.with_prelude(
-        "import sys, time\ntry:\n    sys.settrace(lambda *args: None)\nexcept Exception:\n"
-        "    pass\ntime.sleep(60)\n", battery.skeleton(P01)))
-    state = tmp_path / "g.json"
-    out = cli("grade", str(subs), "--problem", "p01", "--format", "json", "--out", str(state),
-              "--time-limit", "20")
-    assert out.returncode == 0, out.stderr[-2000:]
-    entry = json.loads(state.read_text())["rows"]["a"]["problems"]["p01"]
-    assert (entry["status"], entry["score"]) == ("error", 0)
+    entry = _graded_with_prelude(
+        tmp_path, "import sys, time\ntry:\n    sys.settrace(lambda *args: None)\n"
+        "except Exception:\n    pass\ntime.sleep(60)\n", time_limit="20")
     assert len(entry["reasons"]) == 1 and entry["reasons"][0].startswith(
         "tampered: the verdict's machinery was changed: sys.settrace refused to "), \
         entry["reasons"]
@@ -627,17 +635,9 @@ def test_an_import_that_ignores_its_interruption_is_ended_by_the_import_limit(tm
     """A spinning import is interrupted with the learner check's sentence (the battery's
     ``import_loop``); one that swallows the interruption and spins on meets the grader's own
     import limit, which ``--time-limit`` caps."""
-    subs = tmp_path / "subs"
-    (subs / "a").mkdir(parents=True)
-    (subs / "a" / P01.learner_file.name).write_text(battery.with_prelude(
-        "while True:\n    try:\n        while True:\n            pass\n"
-        "    except BaseException:\n        pass\n", battery.skeleton(P01)))
-    state = tmp_path / "g.json"
-    out = cli("grade", str(subs), "--problem", "p01", "--format", "json", "--out", str(state),
-              "--time-limit", "6")
-    assert out.returncode == 0, out.stderr[-2000:]
-    entry = json.loads(state.read_text())["rows"]["a"]["problems"]["p01"]
-    assert (entry["status"], entry["score"]) == ("error", 0)
+    entry = _graded_with_prelude(
+        tmp_path, "while True:\n    try:\n        while True:\n            pass\n"
+        "    except BaseException:\n        pass\n", time_limit="6")
     assert entry["reasons"] == ["timed out while importing (limit 6 s)"], entry["reasons"]
 
 
