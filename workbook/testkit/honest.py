@@ -10,8 +10,8 @@ learner module returns (``guard_module``), and fails the check when one lies:
 - a subclass of a built-in value type (``list``, ``int``, ``str``, ...) that replaces how the
   built-in compares, hashes, counts, iterates, indexes or converts, with code that is not
   Python's library or the harness (a ``namedtuple`` or an ``IntEnum`` does not);
-- any other object whose own comparison says it equals, or orders against, a stranger: an
-  object made on the spot that nothing honest can know.
+- any other object whose own comparison says it equals a stranger: an object made on the
+  spot that nothing honest can know.
 
 Judged by behaviour and by whose code runs, never by names a submission chooses (a class
 may claim any ``__module__``).  The tests' own objects are never probed (they may compare
@@ -80,20 +80,15 @@ def _strangers() -> list[Any]:
 
 
 def _lies(value: Any) -> bool:
-    """Whether ``value`` claims equality with, or an order against, a stranger."""
+    """Whether ``value`` claims equality with a stranger.  (Not an order: an order alone
+    passes no equality check, and an honest heap entry may compare its deadline with
+    anything that has one, ``getattr(other, "when", 0)``.)"""
     for stranger in _strangers():
         try:  # truth, not identity with True: a sloppy __eq__ may answer None
             if (value == stranger) or not (value != stranger):
                 return True
         except Exception:  # noqa: BLE001 - a comparison that raises claims nothing
             pass
-        for op in ("__lt__", "__le__", "__gt__", "__ge__"):
-            try:
-                answer = getattr(value, op)(stranger)
-            except Exception:  # noqa: BLE001 - no order with a stranger: honest
-                continue
-            if answer is not NotImplemented:
-                return True
     return False
 
 
@@ -126,8 +121,8 @@ def lie_in(value: Any) -> str | None:
                         f"{', '.join(own)} {'is' if len(own) == 1 else 'are'} its own code")
             continue
         if _own_behaviour(cls, _COMPARE) and _lies(v):
-            return (f"an object of class {cls.__name__} that claims to equal or to order "
-                    "against an object it has never seen")
+            return (f"an object of class {cls.__name__} that claims to equal an object it "
+                    "has never seen")
         if inside and depth <= 1 and any(_foreign_code(f) for f in vars(cls).values()) \
                 and hasattr(v, "__dict__") and not isinstance(v, (type, ModuleType)):
             # The submission's own object, returned (or in a returned list): its fields
