@@ -42,6 +42,20 @@ class LyingList(list):
 class CountingList(list):
     def __len__(self): return 2
 
+class OtherItems(list):
+    def __iter__(self): return iter(["a", "b"])
+
+class Five(int):
+    def __index__(self): return 5
+
+class Entry(tuple):  # an honest heap entry: ordered by its deadline, equal only to itself
+    def __lt__(self, other): return self[0] < other[0]
+    def __eq__(self, other): return self is other
+    __hash__ = tuple.__hash__
+
+class Batch(list):  # an honest list subclass whose iteration agrees with what it holds
+    def __iter__(self): return list.__iter__(self)
+
 class LyingText(str):
     def __eq__(self, other): return True
     __hash__ = str.__hash__
@@ -114,12 +128,15 @@ def test_plain_values_and_the_tests_own_objects_are_honest(value):
 @pytest.mark.parametrize("make, phrase", [
     (lambda m: m.AlwaysEqual(), "claims to equal"),
     (lambda m: m.EqualToLists(), "claims to equal"),
-    (lambda m: m.LyingList([1]), "a list whose __eq__ is its own code"),
-    (lambda m: m.CountingList([1, 2, 3]), "a list whose __len__ is its own code"),
+    (lambda m: m.LyingList([1]), "a list that claims to equal an object it has never seen"),
+    (lambda m: m.CountingList([1, 2, 3]), "a list that reports a length other than its own"),
+    (lambda m: m.OtherItems([1, 2]), "a list whose iteration hands out other items"),
+    (lambda m: m.Five(3), "an int that reports another value"),
     (lambda m: [1, {"deep": (m.AlwaysEqual(),)}], "class AlwaysEqual"),
     (lambda m: m.Result("a", m.LyingText("ok")), "class LyingText"),
     (lambda m: [m.Result("a", m.LyingText("ok"))], "class LyingText"),
-], ids=["always-equal", "equal-to-lists", "list-eq", "list-len", "nested",
+], ids=["always-equal", "equal-to-lists", "list-eq", "list-len", "list-iter", "int-index",
+        "nested",
         "a-record-field", "a-field-of-a-listed-record"])
 def test_a_value_that_answers_the_comparison_itself_is_a_lie(sub, make, phrase):
     lie = honest.lie_in(make(sub))
@@ -131,6 +148,7 @@ def test_the_submissions_honest_classes_are_not_lies(sub):
     assert honest.lie_in(sub.Result("a", "ok")) is None  # a dataclass's own __eq__
     assert honest.lie_in([sub.Sloppy(), sub.Raises()]) is None
     assert honest.lie_in([sub.Ordered(), sub.Deadline(1.0)]) is None  # an order claims no ==
+    assert honest.lie_in([sub.Entry((1.0, "cb")), sub.Batch([1, 2])]) is None
 
 
 def test_a_guarded_module_returns_honest_values_unchanged(sub):

@@ -7,9 +7,10 @@ True to anything, an object "equal" to every item) would pass them without stori
 ordering anything.  So the harness looks at each value a public method or function of the
 learner module returns (``guard_module``), and fails the check when one lies:
 
-- a subclass of a built-in value type (``list``, ``int``, ``str``, ...) that replaces how the
-  built-in compares, hashes, counts, iterates, indexes or converts, with code that is not
-  Python's library or the harness (a ``namedtuple`` or an ``IntEnum`` does not);
+- a subclass of a built-in value type (``list``, ``int``, ``str``, ...) whose own code for
+  comparing, counting, iterating or converting says something its built-in storage does
+  not: equal to a stranger, another length, other items, another value (an honest
+  subclass whose ``__eq__`` or ``__iter__`` agrees with what it holds passes);
 - any other object whose own comparison says it equals a stranger: an object made on the
   spot that nothing honest can know.
 
@@ -40,11 +41,10 @@ _EXACT = (list, tuple, dict, set, frozenset, str, bytes, bytearray, int, float, 
           bool, type(None))
 _SCALARS = frozenset({str, bytes, int, float, complex, bool, type(None)})
 _VALUES = (list, tuple, dict, set, frozenset, str, bytes, bytearray, int, float, complex)
-#: What a built-in value type does that a test relies on.
-_BEHAVIOUR = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__",
-              "__len__", "__iter__", "__getitem__", "__contains__", "__bool__", "__index__",
-              "__int__", "__float__")
-_COMPARE = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__")
+#: What a built-in value type does that a test relies on to compare, count or read it.
+_BEHAVIOUR = ("__eq__", "__ne__", "__len__", "__iter__", "__getitem__", "__contains__",
+              "__bool__", "__index__", "__int__", "__float__")
+_COMPARE = ("__eq__", "__ne__")
 
 
 class Dishonest(Failure):
@@ -92,6 +92,30 @@ def _lies(value: Any) -> bool:
     return False
 
 
+def _unlike_itself(v: Any, base: type) -> str | None:
+    """How a built-in subclass whose behaviour is its own code says something its built-in
+    storage does not (None: it agrees with it, as an honest subclass does)."""
+    name = ("an " if base.__name__[0] in "aeiou" else "a ") + base.__name__
+    if _lies(v):
+        return f"{name} that claims to equal an object it has never seen"
+    try:
+        if base in (int, float, complex):
+            if bool(v) != base.__bool__(v) or base is int and v.__index__() != int(
+                    int.__index__(v)) or base is float and float(v) != float.__float__(v):
+                return f"{name} that reports another value than the one it holds"
+            return None
+        size = base.__len__(v)
+        if len(v) != size or bool(v) != (size > 0):
+            return f"{name} that reports a length other than its own ({size})"
+        if base in (list, tuple, dict, set, frozenset):
+            mine, held = list(iter(v))[:LIMIT], list(base.__iter__(v))[:LIMIT]
+            if len(mine) != len(held) or any(a is not b for a, b in zip(mine, held)):
+                return f"{name} whose iteration hands out other items than it holds"
+    except Exception:  # noqa: BLE001 - behaviour that raises passes no check of a test
+        return None
+    return None
+
+
 def lie_in(value: Any) -> str | None:
     """The first lie found in ``value`` (see the module docstring), as a phrase; None."""
     seen: set[int] = set()
@@ -114,11 +138,10 @@ def lie_in(value: Any) -> str | None:
                 todo += [(x, depth + 1, True) for x in v]
             continue
         if isinstance(v, _VALUES):
-            own = _own_behaviour(cls, _BEHAVIOUR)
-            if own:
-                base = next(b for b in cls.__mro__ if b in _VALUES)
-                return (f"an object of class {cls.__name__}, a {base.__name__} whose "
-                        f"{', '.join(own)} {'is' if len(own) == 1 else 'are'} its own code")
+            if _own_behaviour(cls, _BEHAVIOUR):
+                lie = _unlike_itself(v, next(b for b in cls.__mro__ if b in _VALUES))
+                if lie is not None:
+                    return f"an object of class {cls.__name__}, {lie}"
             continue
         if _own_behaviour(cls, _COMPARE) and _lies(v):
             return (f"an object of class {cls.__name__} that claims to equal an object it "
