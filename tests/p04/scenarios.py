@@ -43,9 +43,19 @@ BUSY = (f"(the machine was too busy: in {TRIES} tries the turn never began befor
         "timeout's deadline)")
 
 
-# Seconds the calling thread has spent runnable but waiting for a CPU: a timeout that fires
-# late on a busy machine is late by this much through no fault of the loop.
-_queued_seconds = run_delay_seconds
+class _Stopwatch:
+    """Seconds since it was made, on ``clock``, as measured and less the seconds the calling
+    thread sat runnable waiting for a CPU meanwhile: a timeout that fires late on a busy
+    machine is late by that much through no fault of the loop.  Read it from the thread
+    that made it."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock, self.start, self.queued = clock, clock(), run_delay_seconds()
+
+    def read(self) -> tuple[float, float]:
+        """``(elapsed, own)``: the seconds since it was made, and those less the CPU queue."""
+        elapsed = self.clock() - self.start
+        return elapsed, elapsed - (run_delay_seconds() - self.queued)
 
 
 def _until_the_clock_passes(loop, moment: float) -> None:
@@ -734,11 +744,10 @@ def a_timeout_overdue_after_a_slow_callback_fires_at_once(api, log):
     def main():
         loop = api.loop()
         fired = api.Future()
-        start, queued = loop.time(), _queued_seconds()
-        loop.call_later(0.01, lambda: fired.set_result(
-            loop.time() - start - (_queued_seconds() - queued)))  # less the CPU queue
+        watch = _Stopwatch(loop.time)
+        loop.call_later(0.01, lambda: fired.set_result(watch.read()[1]))
         loop.add_callback(time.sleep, 0.05)  # the 10 ms deadline passes while it runs
-        own = yield fired
+        own = yield fired  # less the CPU queue
         log(f"the overdue timeout fired promptly: {own < 0.05 + 0.45}")
 
     return main
@@ -798,7 +807,7 @@ def call_later_passes_its_arguments_on_time(api, log):
     def one_try(loop, loop_thread, fired):
         seen: list = []  # the loop thread's CPU clock when the watcher saw it parked
         gone = threading.Event()  # set by the timeout once it has read its own CPU clock
-        start, queued = loop.time(), _queued_seconds()
+        stopwatch = _Stopwatch(loop.time)
 
         def watch():
             end = time.monotonic() + BOUND
@@ -811,14 +820,14 @@ def call_later_passes_its_arguments_on_time(api, log):
                     return
 
         def on_timeout(*args, **kwargs):
-            cpu, elapsed = time.thread_time(), loop.time() - start
+            cpu, (elapsed, own) = time.thread_time(), stopwatch.read()
             gone.set()
-            fired.set_result((args, kwargs, elapsed, elapsed - (_queued_seconds() - queued), cpu))
+            fired.set_result((args, kwargs, elapsed, own, cpu))
 
         loop.call_later(0.2, on_timeout, 1, 2, key="v")
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
-        return start, seen, watcher
+        return stopwatch.start, seen, watcher
 
     @api.coroutine
     def main():
@@ -993,9 +1002,9 @@ def run_sync_outcomes(api, log):
     # No timeout where the timeout is not the point: a run_sync that never returns then
     # sleeps untimed, which the stuck detector sees at once.
     log(f"run_sync(later) gives {loop.run_sync(later)!r}")
-    start, queued = time.monotonic(), _queued_seconds()
+    watch = _Stopwatch()
     loop.run_sync(lambda: None, timeout=1.5)
-    own = time.monotonic() - start - (_queued_seconds() - queued)
+    own = watch.read()[1]
     log(f"run_sync(a plain function, timeout) returns when it is done, not at the timeout: "
         f"{own < 0.75}")
     for fn in (broken, plain_raises):
@@ -1003,12 +1012,11 @@ def run_sync_outcomes(api, log):
             loop.run_sync(fn)
         except Exception as e:  # noqa: BLE001 - recorded
             log(f"run_sync({fn.__name__}) raises {type(e).__name__}: {e}")
-    start, queued = time.monotonic(), _queued_seconds()
+    watch = _Stopwatch()
     try:
         loop.run_sync(api.Future, timeout=0.2)  # a Future nobody completes
     except Exception as e:  # noqa: BLE001 - asyncio.TimeoutError on 3.10 for tornado
-        elapsed = time.monotonic() - start
-        own = elapsed - (_queued_seconds() - queued)  # less the time spent waiting for a CPU
+        elapsed, own = watch.read()  # own: less the time spent waiting for a CPU
         log(f"run_sync(never done, timeout=0.2) raises {type(e).__name__} "
             f"on time: {0.19 <= elapsed and own <= ON_TIME}")
     else:
