@@ -250,14 +250,23 @@ class Scheduler:
         """The innermost line of the learner's file on the calling thread's stack."""
         frame = sys._getframe(1)
         while frame is not None:
-            file = frame.f_globals.get("__file__")  # not audited, unlike f_code (_trace)
-            if type(file) is str and file in self.learner_files:
-                code = frame.f_code
-                if code.co_filename in self.learner_files:
-                    line = frame.f_lineno
-                    return line, linecache.getline(code.co_filename, line).strip()
+            code = self._learner_code(frame)
+            if code is not None:
+                line = frame.f_lineno
+                return line, linecache.getline(code.co_filename, line).strip()
             frame = frame.f_back
         return None, ""
+
+    def _learner_code(self, frame) -> Any:
+        """``frame``'s code if it is the learner's, else None.  Reading ``f_code`` (and
+        calling ``id``) is an audit event, which a graded run's hook sees (600 000 in one
+        P01 exploration, from ``_trace``), so a frame is first sorted by its module's file
+        name, read from its globals (not audited): only a learner module's is read further."""
+        file = frame.f_globals.get("__file__")
+        if type(file) is not str or file not in self.learner_files:
+            return None
+        code = frame.f_code
+        return code if code.co_filename in self.learner_files else None
 
     def record(self, text: str, *, task: Task | None = None, kind: str = "info",
                where: bool = True) -> Event:
@@ -340,21 +349,14 @@ class Scheduler:
         return self._seeded or any(t.state == READY and t is not task for t in self.tasks)
 
     def _trace(self, frame, event, arg):
-        if event != "call":
+        if event != "call":  # called for every function every controlled thread calls
             return None
-        # Called for every function every controlled thread calls.  Reading ``f_code`` (and
-        # calling ``id``) is an audit event, which a graded run's hook sees (600 000 in one
-        # P01 exploration), so a frame is first sorted by its module's file name, read from
-        # its globals (not audited): only a frame of a learner module is looked at further.
-        file = frame.f_globals.get("__file__")
-        if type(file) is str and file in self.learner_files:
-            code = frame.f_code
-            if code.co_filename not in self.learner_files:
-                return None
-            if _STALE_CELLS and (code.co_freevars or code.co_cellvars):
-                return self._trace_count
-            return self._trace_line
-        return None
+        code = self._learner_code(frame)
+        if code is None:
+            return None
+        if _STALE_CELLS and (code.co_freevars or code.co_cellvars):
+            return self._trace_count
+        return self._trace_line
 
     def _trace_count(self, frame, event, arg):
         """Lines of a closure on 3.10: counted, never a switch (see ``_STALE_CELLS``)."""
