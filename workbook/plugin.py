@@ -113,7 +113,6 @@ def _load_target(problem: manifest.Problem, target: Path) -> None:
         _STATE["module"] = module
         for filename in _code_files(module):  # a file built on another (an old pitfall
             testkit.set_learner_file(filename)  # module) runs that file's code too
-        honest.guard_module(module)  # what its functions return must not lie to the tests
         return
     del sys.modules[problem.module]
     _emit(records.ImportFailed(_STATE["import_error"], _printed(printed)))
@@ -237,8 +236,8 @@ def pytest_runtest_protocol(item, nextitem):
     _STATE["captured"] = ""
     _STATE["started"] = time.monotonic()
     check = item.stash[_CHECK] = testkit.begin_check()
-    if _STATE.get("module") is not None:
-        honest.guard_module(_STATE["module"])  # again: a method put back meanwhile
+    if _STATE.get("module") is not None:  # before each test: a method put back since is
+        honest.guard_module(_STATE["module"])  # guarded again
     watchdog = _STATE.get("watchdog")
     if watchdog is not None:
         watchdog.active = True

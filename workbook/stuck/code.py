@@ -40,13 +40,19 @@ def is_stdlib(filename: str) -> bool:
     return filename.startswith(_STDLIB) and "site-packages" not in filename
 
 
+def is_trusted(filename: str) -> bool:
+    """Whether code from ``filename`` is Python's library (an installed package or a frozen
+    module too) or this harness: anything else, code without a file included (``exec``'d
+    text, ``<string>``), may be the submission's."""
+    return filename.startswith(LIBRARY) or filename.startswith("<frozen ") \
+        or is_harness(filename)
+
+
 @functools.lru_cache(maxsize=None)
 def is_submission_code(filename: str) -> bool:
     """Whether code from ``filename`` is the submission's own (its file or helper modules):
-    not this harness or its tests, not Python's library or an installed package, not code
-    without a file (``<string>``, frozen modules)."""
-    return not (filename.startswith("<") or filename.startswith(LIBRARY)
-                or is_harness(filename))
+    not trusted (``is_trusted``), and not code without a file (``<string>``)."""
+    return not (filename.startswith("<") or is_trusted(filename))
 
 
 def shown(filename: str) -> str:

@@ -28,7 +28,7 @@ import secrets
 from types import ModuleType
 from typing import Any, Callable
 
-from workbook.stuck.code import LIBRARY, is_harness
+from workbook.stuck.code import is_trusted
 from workbook.stuck.detector import DETECTOR
 from workbook.testkit.checks import Failure
 
@@ -57,12 +57,10 @@ class _Stranger:
 
 
 def _foreign_code(func: Any) -> bool:
-    """Whether ``func`` is Python code that is neither the library's nor the harness's."""
+    """Whether ``func`` is Python code that is neither the library's nor the harness's
+    (code without a file counts: a submission can ``exec`` its ``__eq__``)."""
     code = getattr(getattr(func, "__func__", func), "__code__", None)
-    if code is None:
-        return False  # implemented in C: a built-in's own behaviour
-    name = code.co_filename
-    return not (name.startswith(LIBRARY) or is_harness(name))
+    return code is not None and not is_trusted(code.co_filename)  # None: C, a built-in's
 
 
 def _own_behaviour(cls: type, names: tuple[str, ...]) -> list[str]:
@@ -197,7 +195,7 @@ def guard_module(module: ModuleType) -> None:
 
 def _guard_class(cls: type) -> None:
     for name, member in list(vars(cls).items()):
-        if name.startswith("_") and name != "__len__":
+        if name.startswith("_"):  # (len() makes whatever __len__ returns a plain int)
             continue
         what = f"{cls.__name__}.{name}"
         if isinstance(member, property) and _foreign_code(member.fget):
