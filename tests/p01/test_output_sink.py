@@ -15,8 +15,9 @@ import pytest
 
 from tests.p01.support import (LoopWrapper, PutPartner, live_sinks, lost_wakeup_pitfall,
                                queued_seconds, run_interleaved)
-from workbook.testkit import (BOUND, Failure, LoopThread, bounded, check, done_within, fail,
-                              join, note, parked, start_daemon, thread_cpu_seconds, wait_until)
+from workbook.testkit import (BOUND, Failure, LoopThread, Stopwatch, bounded, check,
+                              done_within, fail, join, note, parked, start_daemon,
+                              thread_cpu_seconds, wait_until)
 
 
 def bound_sink(impl, lt, *, wrapped: bool = False):
@@ -240,31 +241,33 @@ def test_a_thousand_puts_while_the_consumer_is_busy_schedule_one_wakeup(impl, lt
 # -- 3. Timeouts ----------------------------------------------------------------------------
 
 async def _timed_get(sink, started: list[float] | None = None,
-                     queued: list[float] | None = None, **kwargs):
+                     own: list[float] | None = None, **kwargs):
     """``(get_batch(**kwargs), seconds it took)``; ``started`` receives its start (monotonic),
-    ``queued`` the seconds the loop thread sat runnable waiting for a CPU meanwhile: a wait
-    that ends late on a busy machine is late by that much through no fault of the sink."""
-    loop = asyncio.get_running_loop()
-    start, queued_before = loop.time(), queued_seconds()
+    ``own`` the seconds it took less those the loop thread sat waiting for a CPU
+    (``Stopwatch``): a wait that ends late on a busy machine is late by that much through no
+    fault of the sink."""
+    watch = Stopwatch(asyncio.get_running_loop().time)
     if started is not None:
         started.append(time.monotonic())
     got = await bounded(sink.get_batch(**kwargs), 4 * BOUND)
-    if queued is not None:
-        queued.append(queued_seconds() - queued_before)
-    return got, loop.time() - start
+    elapsed, own_seconds = watch.read()
+    if own is not None:
+        own.append(own_seconds)
+    return got, elapsed
 
 
 @pytest.mark.checkpoint("p01.timeout")
 def test_an_empty_get_batch_returns_an_empty_list_when_the_timeout_passes(impl, lt):
     sink, _ = bound_sink(impl, lt)
-    queued: list[float] = []
-    got, elapsed = lt.run(_timed_get(sink, queued=queued, timeout=0.3), 5 * BOUND,
+    own: list[float] = []
+    got, elapsed = lt.run(_timed_get(sink, own=own, timeout=0.3), 5 * BOUND,
                           what="get_batch(timeout=0.3)")
     check(got == [], f"get_batch(timeout=0.3) on an empty sink returned {got!r}")
     check(elapsed >= 0.29, f"get_batch(timeout=0.3) returned after only {elapsed:.3f} s")
-    check(elapsed - queued[0] <= 0.3 + 0.45,
-          f"get_batch(timeout=0.3) returned after {elapsed:.2f} s ({queued[0]:.2f} s of it "
-          "waiting for a CPU): the wait must end at the deadline, not a turn or a second later")
+    check(own[0] <= 0.3 + 0.45,
+          f"get_batch(timeout=0.3) returned after {elapsed:.2f} s ({elapsed - own[0]:.2f} s "
+          "of it waiting for a CPU): the wait must end at the deadline, not a turn or a second "
+          "later")
 
 
 @pytest.mark.checkpoint("p01.timeout")

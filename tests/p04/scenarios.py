@@ -28,7 +28,7 @@ import threading
 import time
 from typing import Callable
 
-from workbook.testkit import (BOUND, PARKED_CPU, asleep_in_selector, cpu_used, run_delay_seconds,
+from workbook.testkit import (BOUND, PARKED_CPU, Stopwatch, asleep_in_selector, cpu_used,
                               thread_cpu_seconds)
 
 SPIN_CAP = 10_000  # a spinner gives up after this many turns (a starved timeout)
@@ -41,21 +41,6 @@ TRIES = 5
 DUE = 0.05  # seconds to a timeout that a scenario lets fall due while a callback runs
 BUSY = (f"(the machine was too busy: in {TRIES} tries the turn never began before the "
         "timeout's deadline)")
-
-
-class _Stopwatch:
-    """Seconds since it was made, on ``clock``, as measured and less the seconds the calling
-    thread sat runnable waiting for a CPU meanwhile: a timeout that fires late on a busy
-    machine is late by that much through no fault of the loop.  Read it from the thread
-    that made it."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.clock, self.start, self.queued = clock, clock(), run_delay_seconds()
-
-    def read(self) -> tuple[float, float]:
-        """``(elapsed, own)``: the seconds since it was made, and those less the CPU queue."""
-        elapsed = self.clock() - self.start
-        return elapsed, elapsed - (run_delay_seconds() - self.queued)
 
 
 def _until_the_clock_passes(loop, moment: float) -> None:
@@ -744,7 +729,7 @@ def a_timeout_overdue_after_a_slow_callback_fires_at_once(api, log):
     def main():
         loop = api.loop()
         fired = api.Future()
-        watch = _Stopwatch(loop.time)
+        watch = Stopwatch(loop.time)
         loop.call_later(0.01, lambda: fired.set_result(watch.read()[1]))
         loop.add_callback(time.sleep, 0.05)  # the 10 ms deadline passes while it runs
         own = yield fired  # less the CPU queue
@@ -807,7 +792,7 @@ def call_later_passes_its_arguments_on_time(api, log):
     def one_try(loop, loop_thread, fired):
         seen: list = []  # the loop thread's CPU clock when the watcher saw it parked
         gone = threading.Event()  # set by the timeout once it has read its own CPU clock
-        stopwatch = _Stopwatch(loop.time)
+        stopwatch = Stopwatch(loop.time)
 
         def watch():
             end = time.monotonic() + BOUND
@@ -1002,7 +987,7 @@ def run_sync_outcomes(api, log):
     # No timeout where the timeout is not the point: a run_sync that never returns then
     # sleeps untimed, which the stuck detector sees at once.
     log(f"run_sync(later) gives {loop.run_sync(later)!r}")
-    watch = _Stopwatch()
+    watch = Stopwatch()
     loop.run_sync(lambda: None, timeout=1.5)
     own = watch.read()[1]
     log(f"run_sync(a plain function, timeout) returns when it is done, not at the timeout: "
@@ -1012,7 +997,7 @@ def run_sync_outcomes(api, log):
             loop.run_sync(fn)
         except Exception as e:  # noqa: BLE001 - recorded
             log(f"run_sync({fn.__name__}) raises {type(e).__name__}: {e}")
-    watch = _Stopwatch()
+    watch = Stopwatch()
     try:
         loop.run_sync(api.Future, timeout=0.2)  # a Future nobody completes
     except Exception as e:  # noqa: BLE001 - asyncio.TimeoutError on 3.10 for tornado

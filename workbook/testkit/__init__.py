@@ -31,7 +31,7 @@ from workbook.stuck.model import Snapshot, ThreadLook, Verdict
 from workbook.stuck.procfs import kernel_state, run_delay_seconds, thread_cpu_seconds
 from workbook.testkit.checks import Failure, Hung, check, fail, note, set_note_sink
 from workbook.testkit.loop import Guard, LoopThread, bounded
-from workbook.testkit.threads import (DaemonThread, asleep_in_selector, cpu_used,
+from workbook.testkit.threads import (DaemonThread, Stopwatch, asleep_in_selector, cpu_used,
                                       interrupt_thread, parked, release_interrupts,
                                       start_daemon)
 from workbook.testkit.waits import (Outcome, Stuck, TimedOut, WaitTimedOut, Watchdog,
@@ -43,7 +43,8 @@ from workbook.tuning import (BOUND, CONFIRM, CONFIRM_LOOKS, CYCLE_LOOK, HOLD_CON
 __all__ = [
     "BOUND", "CONFIRM", "CONFIRM_LOOKS", "CYCLE_LOOK", "DETECTOR", "HOLD_CONFIRM",
     "PARKED_CPU", "STILL_CPU", "CheckLog", "DaemonThread", "Failure", "Guard", "Hung",
-    "LoopThread", "Outcome", "Snapshot", "Stuck", "ThreadLook", "TimedOut", "Verdict",
+    "LoopThread", "Outcome", "Snapshot", "Stopwatch", "Stuck", "ThreadLook", "TimedOut",
+    "Verdict",
     "WaitTimedOut", "Watch", "Watchdog", "add_stuck_hook", "asleep_in_selector",
     "begin_check", "bounded", "check", "cpu_used", "current_frames", "done_within", "fail",
     "finished", "interrupt_thread", "is_submission_code", "join", "kernel_state", "note",

@@ -7,7 +7,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from workbook.stuck.procfs import SELECT_CALLS, kernel_state, syscall, thread_cpu_seconds
+from workbook.stuck.procfs import (SELECT_CALLS, kernel_state, run_delay_seconds, syscall,
+                                   thread_cpu_seconds)
 from workbook.testkit.checks import Hung
 from workbook.tuning import PARKED_CPU, PARKED_WINDOW
 
@@ -122,3 +123,18 @@ def parked(thread: threading.Thread, window: float = PARKED_WINDOW) -> bool:
     """True when ``thread`` is alive and blocked: it uses next to no CPU over ``window``."""
     used = cpu_used(thread, window)
     return used is not None and used <= PARKED_CPU
+
+
+class Stopwatch:
+    """Seconds since it was made, on ``clock``, as measured and less the seconds the calling
+    thread sat runnable waiting for a CPU meanwhile (the kernel's run delay): a wait that
+    ends late on a busy machine is late by that much through no fault of the code under
+    test.  Read it from the thread that made it."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock, self.start, self.queued = clock, clock(), run_delay_seconds()
+
+    def read(self) -> tuple[float, float]:
+        """``(elapsed, own)``: the seconds since it was made, and those less the CPU queue."""
+        elapsed = self.clock() - self.start
+        return elapsed, elapsed - (run_delay_seconds() - self.queued)
