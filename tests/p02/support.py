@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbook.testkit import (BOUND, PARKED_CPU, DaemonThread, Failure, cpu_used, fail,
-                              finished, interrupt_thread, join, run_hooked, start_daemon,
-                              wait_event, wait_until, watch)
+                              finished, interrupt_thread, join, kernel_state, run_hooked,
+                              start_daemon, wait_event, wait_until, watch)
 
 #: How long a loop may take to return after a cancel before we call it "never woke".
 #: Nothing else is pending in those tests, so a loop that has not woken by then never will;
@@ -502,11 +502,14 @@ class Harness:
             spy.require_selector()
             fail(f"run() returned before {what}")
 
-    def wait_idle(self, r: Run, *, window: float = IDLE_WINDOW,
-                  what: str = "the idle loop") -> float | None:
+    def wait_idle(self, r: Run, *, window: float = IDLE_WINDOW, what: str = "the idle loop",
+                  drained: int | None = None) -> float | None:
         """Wait until run ``r`` sleeps in a select() that is a real wait (any timeout but 0:
         a ``select(0)`` look is not sleeping), then watch it for ``window`` seconds: it must
-        stay inside that one call and use next to no CPU.  Returns that call's timeout."""
+        stay inside that one call and use next to no CPU.  Returns that call's timeout.
+
+        ``drained``: a socket whose bytes the loop has to read before it may sleep (a flood
+        on the control channel); the loop has not settled while any are left."""
         spy = self.spy
 
         def sleeping() -> bool:
@@ -524,7 +527,8 @@ class Harness:
                 fail(f"run() returned while {what} should have been waiting")
             with spy.cond:
                 returned, timeout = spy.returned, spy.timeouts[-1]
-            if not spy.wait_for(lambda: not r.alive or spy.returned != returned, SETTLE):
+            if (not spy.wait_for(lambda: not r.alive or spy.returned != returned, SETTLE)
+                    and not self._woken(r, drained)):
                 break
             if time.monotonic() > give_up:
                 snap = spy.snapshot()
@@ -545,6 +549,16 @@ class Harness:
             fail(f"{what} used {used * 1e3:.1f} ms of CPU in {window:g} s while it should be "
                  "asleep in select()", pitfall="short_timeout_polling")
         return timeout
+
+    @staticmethod
+    def _woken(r: Run, drained: int | None) -> bool:
+        """Whether the loop, seen inside select() for a while, may still be on its way out
+        of it: bytes it has to read are left, or the kernel has made its thread runnable
+        (woken, or not yet asleep) and a busy machine has not run it yet.  Quiet time alone
+        does not prove that a loop has settled on a loaded machine."""
+        if drained is not None and pending_bytes(drained):
+            return True
+        return kernel_state(r.thread) == "R"
 
     def cancel(self, r: Run, control, *, what: str = "run() after request_stop()"):
         """Press Cancel from this thread (not the loop's) and return run()'s results."""
