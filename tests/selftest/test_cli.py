@@ -218,6 +218,22 @@ def test_selftest_help_is_reachable_from_check_sh():
     assert out.returncode == 0 and "selftest" in out.stdout
 
 
+@pytest.mark.parametrize("argv,parallel", [
+    ([], True), (["-p", "some_plugin", "-q"], True), (["-k", "grade"], True),
+    (["-n", "1"], False), (["-n1"], False), (["--numprocesses=3"], False),
+    (["-p", "no:xdist"], False), (["-pno:xdist"], False)])
+def test_selftest_runs_on_xdist_workers_unless_the_caller_chooses_otherwise(
+        monkeypatch, argv, parallel):
+    from workbook import cli as cli_module
+    ran: list[list[str]] = []
+    monkeypatch.setattr(cli_module.subprocess, "call", lambda command, cwd: ran.append(command))
+    cli_module.cmd_selftest(argv)
+    (command,) = ran
+    ours, theirs = command[:len(command) - len(argv)], command[len(command) - len(argv):]
+    assert theirs == argv, command  # the caller's arguments come last: theirs win
+    assert ("-n" in ours) == parallel, command
+
+
 def test_concurrent_progress_updates_are_not_lost(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKBOOK_PROGRESS", str(tmp_path / "progress.json"))
     code = ("import sys; from workbook import progress\n"
