@@ -45,6 +45,30 @@ class CountingList(list):
 class OtherItems(list):
     def __iter__(self): return iter(["a", "b"])
 
+class OtherIndexed(list):
+    def __getitem__(self, i): return AlwaysEqual()
+
+class HoldsAnything(list):
+    def __contains__(self, item): return True
+
+class OtherLookup(dict):
+    def __getitem__(self, key): return "expected"
+
+class Endless(list):
+    def __iter__(self):
+        while True:
+            yield 1
+
+class PlainList(list):  # no behaviour of its own: what it holds is judged as items
+    pass
+
+class Logged(list):  # honest: its own indexing and membership agree with what it holds
+    def __getitem__(self, i): return list.__getitem__(self, i)
+    def __contains__(self, item): return list.__contains__(self, item)
+
+class Name(str):  # honest: its own indexing hands out its own characters
+    def __getitem__(self, i): return str.__getitem__(self, i)
+
 class Five(int):
     def __index__(self): return 5
 
@@ -131,11 +155,17 @@ def test_plain_values_and_the_tests_own_objects_are_honest(value):
     (lambda m: m.LyingList([1]), "a list that claims to equal an object it has never seen"),
     (lambda m: m.CountingList([1, 2, 3]), "a list that reports a length other than its own"),
     (lambda m: m.OtherItems([1, 2]), "a list whose iteration hands out other items"),
+    (lambda m: m.Endless([1, 2]), "a list whose iteration hands out other items"),
+    (lambda m: m.OtherIndexed([1]), "a list whose indexing hands out other items"),
+    (lambda m: m.HoldsAnything([1]), "a list that says it holds what it does not"),
+    (lambda m: m.OtherLookup(k=1), "a dict whose lookup hands out other values"),
+    (lambda m: m.PlainList([m.AlwaysEqual()]), "class AlwaysEqual"),
     (lambda m: m.Five(3), "an int that reports another value"),
     (lambda m: [1, {"deep": (m.AlwaysEqual(),)}], "class AlwaysEqual"),
     (lambda m: m.Result("a", m.LyingText("ok")), "class LyingText"),
     (lambda m: [m.Result("a", m.LyingText("ok"))], "class LyingText"),
-], ids=["always-equal", "equal-to-lists", "list-eq", "list-len", "list-iter", "int-index",
+], ids=["always-equal", "equal-to-lists", "list-eq", "list-len", "list-iter", "list-endless",
+        "list-index", "list-contains", "dict-lookup", "held-by-a-subclass", "int-index",
         "nested",
         "a-record-field", "a-field-of-a-listed-record"])
 def test_a_value_that_answers_the_comparison_itself_is_a_lie(sub, make, phrase):
@@ -149,6 +179,7 @@ def test_the_submissions_honest_classes_are_not_lies(sub):
     assert honest.lie_in([sub.Sloppy(), sub.Raises()]) is None
     assert honest.lie_in([sub.Ordered(), sub.Deadline(1.0)]) is None  # an order claims no ==
     assert honest.lie_in([sub.Entry((1.0, "cb")), sub.Batch([1, 2])]) is None
+    assert honest.lie_in([sub.Logged([1, "a"]), sub.Name("ok"), sub.PlainList([1])]) is None
 
 
 def test_a_guarded_module_returns_honest_values_unchanged(sub):

@@ -8,9 +8,11 @@ ordering anything.  So the harness looks at each value a public method or functi
 learner module returns (``guard_module``), and fails the check when one lies:
 
 - a subclass of a built-in value type (``list``, ``int``, ``str``, ...) whose own code for
-  comparing, counting, iterating or converting says something its built-in storage does
-  not: equal to a stranger, another length, other items, another value (an honest
-  subclass whose ``__eq__`` or ``__iter__`` agrees with what it holds passes);
+  comparing, counting, iterating, indexing, membership or converting says something its
+  built-in storage does not: equal to a stranger, another length, other items, holding
+  what it does not, another value (an honest subclass whose ``__eq__`` or ``__iter__``
+  agrees with what it holds passes); what a container subclass holds is judged like the
+  items of a list;
 - any other object whose own comparison says it equals a stranger: an object made on the
   spot that nothing honest can know.
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import itertools
 import secrets
 from types import ModuleType
 from typing import Any, Callable
@@ -90,6 +93,24 @@ def _lies(value: Any) -> bool:
     return False
 
 
+_SEQUENCES = (list, tuple, str, bytes, bytearray)
+_CONTAINERS = (list, tuple, dict, set, frozenset)
+
+
+def _claims(question: Callable[[], Any]) -> bool:
+    """Whether asking ``question`` gets a true answer (one that raises claims nothing)."""
+    try:
+        return bool(question())
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether an item handed out is the one held: the very object, or for a text an equal
+    plain one (indexing a str makes a new one)."""
+    return a is b or type(a) is type(b) and type(a) in _SCALARS and a == b
+
+
 def _unlike_itself(v: Any, base: type) -> str | None:
     """How a built-in subclass whose behaviour is its own code says something its built-in
     storage does not (None: it agrees with it, as an honest subclass does)."""
@@ -98,17 +119,30 @@ def _unlike_itself(v: Any, base: type) -> str | None:
         return f"{name} that claims to equal an object it has never seen"
     try:
         if base in (int, float, complex):
-            if bool(v) != base.__bool__(v) or base is int and v.__index__() != int(
-                    int.__index__(v)) or base is float and float(v) != float.__float__(v):
-                return f"{name} that reports another value than the one it holds"
-            return None
+            value_lies = (bool(v) != base.__bool__(v)
+                          or base is int and v.__index__() != int(int.__index__(v))
+                          or base is float and float(v) != float.__float__(v))
+            return f"{name} that reports another value than the one it holds" \
+                if value_lies else None
         size = base.__len__(v)
         if len(v) != size or bool(v) != (size > 0):
             return f"{name} that reports a length other than its own ({size})"
-        if base in (list, tuple, dict, set, frozenset):
-            mine, held = list(iter(v))[:LIMIT], list(base.__iter__(v))[:LIMIT]
-            if len(mine) != len(held) or any(a is not b for a, b in zip(mine, held)):
+        held = list(itertools.islice(base.__iter__(v), LIMIT))
+        if base in _CONTAINERS:
+            mine = list(itertools.islice(iter(v), LIMIT))  # its own __iter__ may not end
+            if len(mine) != len(held) or not all(map(_same, mine, held)):
                 return f"{name} whose iteration hands out other items than it holds"
+        if base in _SEQUENCES and not all(
+                _same(v[i], base.__getitem__(v, i)) for i in range(len(held))):
+            return f"{name} whose indexing hands out other items than it holds"
+        if base is dict and not all(_same(v[k], dict.__getitem__(v, k)) for k in held):
+            return f"{name} whose lookup hands out other values than it holds"
+        # Only its own __contains__ is asked about a stranger: list's asks each held item,
+        # and a lying item is judged as an item.
+        if _own_behaviour(type(v), ("__contains__",)) and (
+                _claims(lambda: _Stranger() in v)
+                or base in _CONTAINERS and not all(_claims(lambda x=x: x in v) for x in held)):
+            return f"{name} that says it holds what it does not"
     except Exception:  # noqa: BLE001 - behaviour that raises passes no check of a test
         return None
     return None
@@ -136,10 +170,15 @@ def lie_in(value: Any) -> str | None:
                 todo += [(x, depth + 1, True) for x in v]
             continue
         if isinstance(v, _VALUES):
+            base = next(b for b in cls.__mro__ if b in _VALUES)
             if _own_behaviour(cls, _BEHAVIOUR):
-                lie = _unlike_itself(v, next(b for b in cls.__mro__ if b in _VALUES))
+                lie = _unlike_itself(v, base)
                 if lie is not None:
                     return f"an object of class {cls.__name__}, {lie}"
+            if inside and base in _CONTAINERS:  # what it holds is judged as a list's items
+                held = (x for pair in dict.items(v) for x in pair) if base is dict \
+                    else base.__iter__(v)
+                todo += [(x, depth + 1, True) for x in itertools.islice(held, LIMIT)]
             continue
         if _own_behaviour(cls, _COMPARE) and _lies(v):
             return (f"an object of class {cls.__name__} that claims to equal an object it "
