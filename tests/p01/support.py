@@ -8,12 +8,7 @@ import threading
 from typing import Any, Callable
 
 from workbook.testkit import (BOUND, is_submission_code, join, kernel_state, parked,
-                              run_delay_seconds, run_hooked, start_daemon, wait_until)
-
-
-# Seconds a thread has spent runnable but waiting for a CPU: time a busy machine adds to a
-# wakeup, through no fault of the code woken (the harness's one reader of /proc says).
-queued_seconds = run_delay_seconds
+                              run_hooked, start_daemon, wait_until)
 
 
 class LoopWrapper:

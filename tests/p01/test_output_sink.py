@@ -14,10 +14,10 @@ import time
 import pytest
 
 from tests.p01.support import (LoopWrapper, PutPartner, live_sinks, lost_wakeup_pitfall,
-                               queued_seconds, run_interleaved)
+                               run_interleaved)
 from workbook.testkit import (BOUND, Failure, LoopThread, Stopwatch, bounded, check,
-                              done_within, fail, join, note, parked, start_daemon,
-                              thread_cpu_seconds, wait_until)
+                              done_within, fail, join, note, parked, run_delay_seconds,
+                              start_daemon, thread_cpu_seconds, wait_until)
 
 
 def bound_sink(impl, lt, *, wrapped: bool = False):
@@ -663,12 +663,12 @@ def test_a_sleeping_consumer_returns_as_soon_as_an_item_is_put(impl, lt):
     async def timed():
         got = await sink.get_batch(timeout=3600)  # far beyond the bound: a lost wakeup is
         # seen stuck at once, not after a timer of the learner's
-        return got, time.monotonic(), queued_seconds()
+        return got, time.monotonic(), run_delay_seconds()
 
     def producer(i: int) -> tuple[float, float, float]:
-        before = (time.monotonic(), queued_seconds(loop_tid), queued_seconds())
+        before = (time.monotonic(), run_delay_seconds(loop_tid), run_delay_seconds())
         sink.put(i)
-        return before[0], before[1], queued_seconds() - before[2]
+        return before[0], before[1], run_delay_seconds() - before[2]
 
     latencies, raw = [], []
     for i in range(7):
