@@ -357,3 +357,28 @@ def test_p04_solutions_run_under_control(name, path):
     assert info.ended == "finished", info
     assert box.get("result") == (42, [1]) and box.get("timed out") and sched.now == 1.0
     assert any(w.ended == "ready" for w in world.waits)  # the waker woke a sleeping wait
+
+
+def test_two_threads_closing_one_socket_object_close_it_once_and_neither_is_called_a_double_close():
+    from workbook.explore import bounded
+
+    def one(choices):
+        box: dict = {"errors": []}
+
+        def setup():
+            box["a"], box["b"] = io.socketpair()
+
+        def closer():
+            try:
+                box["a"].close()
+            except OSError as exc:
+                box["errors"].append(exc.errno)
+
+        sched = Scheduler(0, preempt=0.5, choices=choices)
+        world = io.attach(sched)
+        info = sched.run([("setup", setup), ("T1", closer), ("T2", closer)])
+        world.close_all()
+        return info.ended, tuple(box["errors"]), len(world.again), box["a"].fileno()
+
+    runs = list(bounded.schedules(one, 1, 50))  # with a preemption inside each close()
+    assert len(runs) > 2 and set(runs) == {("finished", (), 0, -1)}

@@ -169,6 +169,11 @@ class Socket(_socket.socket):
             exc = w.fault("close")
             if w._task() is not None:
                 w.sched.point()
+            if self.fileno() < 0:
+                # Closed through this same object while we were preempted: a socket's close()
+                # takes its number and closes it in one step under the GIL, so of two threads
+                # closing one socket, the second simply finds nothing left to close.
+                return
             r = _resource(self)
             if r is not None and r.closed is not None:  # its number went with os.close:
                 _socket.socket.detach(self)  # let go of it, never close it again for real
