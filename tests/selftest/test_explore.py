@@ -99,6 +99,31 @@ def test_bounded_schedules_cover_each_schedule_within_the_bound_exactly_once():
     assert len(list(bounded.schedules(_toy_run, 2, 5))) == 5  # the limit holds
 
 
+def _two_threads(choices):
+    """Threads A and B, each running two steps with a preemption point between them: the
+    order in which the steps ran."""
+    from workbook.explore.sched import Scheduler
+    sched = Scheduler(0, preempt=0.5, choices=choices)
+    order: list[str] = []
+
+    def body(name):
+        def steps():
+            order.append(name + "1")
+            sched.point()
+            order.append(name + "2")
+        return steps
+
+    sched.run([("A", body("A")), ("B", body("B"))], first_alone=False)
+    return " ".join(order)
+
+
+def test_a_preempted_thread_is_not_picked_again_at_once_so_no_schedule_is_walked_twice():
+    from workbook.explore import bounded
+    runs = list(bounded.schedules(_two_threads, 1, 100))
+    # Picking the preempted thread again would repeat "A1 A2 B1 B2" (and "B1 B2 A1 A2").
+    assert sorted(runs) == ["A1 A2 B1 B2", "A1 B1 B2 A2", "B1 A1 A2 B2", "B1 B2 A1 A2"]
+
+
 def test_a_systematic_run_is_carried_by_its_token_and_replays_the_same_schedule():
     from workbook.explore import bounded
     module = p03.load(REFERENCE)

@@ -240,6 +240,7 @@ class Scheduler:
         # parked in ``Lock.acquire``), as a signal handler's exception does on POSIX.
         self.lock_faults = False
         self.cpu: int | None = None  # the CPU this run's threads are kept on (``run``)
+        self._preempted: Task | None = None  # preempted in a scripted run, not yet re-picked
 
     # ---- the record ------------------------------------------------------------------
 
@@ -339,8 +340,16 @@ class Scheduler:
             return
         self._count(task)
         if self.preempt and self._may_switch(task) and self.rng.random() < self.preempt:
-            task.state = READY
-            self._switch(task)
+            self._preempt(task)
+
+    def _preempt(self, task: Task) -> None:
+        """Hand control back although ``task`` could go on.  In a scripted run the pick that
+        follows is among the *other* ready tasks: picking ``task`` again would repeat the run
+        without this preemption, a whole subtree of schedules already walked."""
+        task.state = READY
+        if not self._seeded:
+            self._preempted = task
+        self._switch(task)
 
     def _may_switch(self, task: Task) -> bool:
         """Whether a preemption here could change anything.  Always asked of a seeded run
@@ -375,8 +384,7 @@ class Scheduler:
                     self.on_line(task, frame)
                 if self.line_preempt > 0 and self._may_switch(task) \
                         and self.rng.random() < self.line_preempt:
-                    task.state = READY
-                    self._switch(task)
+                    self._preempt(task)
         return self._trace_line
 
     def block(self, task: Task, blocker: Any, deadline: float | None, *, what: str,
@@ -467,6 +475,10 @@ class Scheduler:
                     if t.deadline <= self.now:  # type: ignore[operator]
                         t.state, t.reason = READY, "timeout"
                 continue
+            if self._preempted is not None:
+                if len(ready) > 1 and self._preempted in ready:
+                    ready.remove(self._preempted)
+                self._preempted = None
             task = ready[self.rng.randrange(len(ready))]
             task.state = RUNNING
             task.go.release()
