@@ -400,6 +400,21 @@ def _wakeups(run: "Run") -> str | None:
     return None
 
 
+def asleep_again(run: "Run") -> str | None:
+    """The loop is about to sleep.  A consumer that a stale wakeup woke, and that found
+    nothing, must have called the hook again before it sleeps again: the hook follows every
+    empty drain, on every turn of get_batch's loop."""
+    if run.sc.hook is None or run.stale is None or run.getting is not run.stale[0]:
+        return None
+    get, stale = run.stale
+    woke = next((r for r in run.resumes if r > stale), None)
+    if woke is None or any(c.kind == "hook" and c.call >= woke for c in run.calls):
+        return None
+    return (f"a stale wakeup woke {who(run, get)} with nothing queued, and it went back to "
+            "sleep without calling after_empty_drain again: the hook runs after every empty "
+            "drain, on each turn of the loop, not only the first")
+
+
 def _one_per_cycle(run: "Run", made: list[Wakeup]) -> str | None:
     events = run.sched.events
     arms: list[tuple[int, float]] = []

@@ -185,6 +185,42 @@ def shut(loop: Loop) -> None:
         pass
 
 
+class Resumed:
+    """Awaits ``inner`` exactly as ``await inner`` does, and calls ``on_resume`` each time the
+    loop resumes it after it suspended (the consumer woke, whatever woke it).
+    ``gi_yieldfrom`` lets ``awaiting_line`` walk on to the learner's frames."""
+
+    def __init__(self, inner: Any, on_resume: Callable[[], None]) -> None:
+        self.gi_yieldfrom = inner
+        self._it = inner.__await__()
+        self._on_resume = on_resume
+        self._started = False
+
+    def __await__(self) -> "Resumed":
+        return self
+
+    def __iter__(self) -> "Resumed":
+        return self
+
+    def __next__(self) -> Any:
+        return self.send(None)
+
+    def send(self, value: Any) -> Any:
+        if self._started:
+            self._on_resume()
+        self._started = True
+        return self._it.send(value)
+
+    def throw(self, *exc: Any) -> Any:
+        self._on_resume()
+        return self._it.throw(*exc)
+
+    def close(self) -> None:
+        close = getattr(self._it, "close", None)
+        if close is not None:
+            close()
+
+
 def awaiting_line(task: Any, files: frozenset[str]) -> tuple[int | None, str]:
     """The learner's line a suspended asyncio task is waiting at (innermost), if any."""
     import linecache
@@ -202,4 +238,4 @@ def awaiting_line(task: Any, files: frozenset[str]) -> tuple[int | None, str]:
     return found
 
 
-__all__ = ["Loop", "Selector", "Wrapper", "Watcher", "shut", "awaiting_line"]
+__all__ = ["Loop", "Resumed", "Selector", "Wrapper", "Watcher", "shut", "awaiting_line"]

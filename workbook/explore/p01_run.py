@@ -13,7 +13,7 @@ from workbook.explore.bounded import Choices
 from workbook.explore.driver import Outcome
 from workbook.explore.oracle import Call
 from workbook.explore.p01_judge import Wakeup
-from workbook.explore.p01_loop import Loop, Wrapper, awaiting_line, shut
+from workbook.explore.p01_loop import Loop, Resumed, Wrapper, awaiting_line, shut
 from workbook.explore.p01_scenario import FINAL_MAX, Scenario, get_args, op_label
 from workbook.explore.p03 import _name_primitives  # the sink's locks named as self.NAME
 from workbook.explore.values import Item, OddEq
@@ -76,6 +76,8 @@ class Run:
         # for "before its thread records anything else"
         self.arms: list[tuple[int, int | None]] = []
         self.hook_returns: list[int] = []
+        self.resumes: list[int] = []  # where in the record the consumer's get_batch resumed
+        self.stale: tuple[Call, int] | None = None  # the get a stale wakeup reached, and when
         self.lags: list[tuple[float, float]] = []  # (when, how much) a loop turn started late
         self.first_callback: tuple[Any, tuple] | None = None
         self.turn = 0  # select() calls of the loop so far: its turns
@@ -197,7 +199,9 @@ class Run:
             call.meta["final"] = final
             self.getting = call
             try:
-                result = await self.sink.get_batch(**kwargs)
+                coro = self.sink.get_batch(**kwargs)
+                result = await (Resumed(coro, self._resumed)
+                                if hasattr(type(coro), "__await__") else coro)
             except Abandon:
                 raise
             except BaseException as exc:  # noqa: BLE001 - judged
@@ -221,6 +225,9 @@ class Run:
         if timer is not None:
             timer.cancel()
         return box[0] if box else None
+
+    def _resumed(self) -> None:
+        self.resumes.append(len(self.sched.events))
 
     def cancel(self, task: Any) -> None:
         if not task.done():
@@ -418,6 +425,7 @@ class Run:
             due = s.now + self.sc.spurious_after
             if deadline is None or due <= deadline:
                 self.spurious_due, deadline = due, due
+        self.problem = self.problem or p01_judge.asleep_again(self)
         line, source = awaiting_line(self.get_task if self.getting else None,
                                      s.learner_files)
         until = "" if deadline is None else f" until {deadline:g}"
@@ -434,8 +442,10 @@ class Run:
         if reason == "timeout" and due is not None and s.now >= due and self.first_callback:
             self.spurious_left -= 1
             callback, args = self.first_callback
-            s.record("a stale wakeup arrives: the first call_soon_threadsafe callback runs "
-                     "again, with nothing new queued", kind="fault", where=False)
+            event = s.record("a stale wakeup arrives: the first call_soon_threadsafe callback "
+                             "runs again, with nothing new queued", kind="fault", where=False)
+            if self.getting is not None:
+                self.stale = (self.getting, event.step)
             self.loop.call_soon(callback, *args)
             self.delivered.append(self.turn)
         if self.sc.lag and s.rng.random() < 0.5:
