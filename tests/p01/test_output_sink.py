@@ -483,13 +483,21 @@ def test_a_producer_stalled_in_call_soon_threadsafe_does_not_block_the_consumer(
         check(stalled.is_set(), "put('x') returned without calling call_soon_threadsafe on "
               "the bound loop", pitfall=lost_wakeup_pitfall(sink, wrapper, None)[0])
 
+        taken = []
+
         async def consume():
             first = await sink.get_batch()
+            taken.append(first)
             again = await sink.get_batch(timeout=0)  # arms and looks once more
             return first, again
 
         future = lt.submit(consume())
         if not _done_within(future, BOUND):
+            if lt.idle() and taken:  # the item came out; the look that followed sleeps
+                lt.abandon(future)
+                fail(f"get_batch() returned {taken[0]!r}, then get_batch(timeout=0) went to "
+                     "sleep instead of returning []: a timeout <= 0 is one look that never "
+                     "waits")
             if lt.idle():  # asleep in select(): it is waiting for an item that is not there
                 lt.abandon(future)
                 fail("a producer inside the loop's call_soon_threadsafe had not queued 'x' "
