@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from workbook.stuck.code import is_kit
 from workbook.stuck.procfs import syscall
-from workbook.testkit import (BOUND, PARKED_CPU, DaemonThread, fail, interrupt_thread,
+from workbook.testkit import (BOUND, PARKED_CPU, DaemonThread, Failure, fail, interrupt_thread,
                               kernel_state, run_hooked, stacks, start_daemon,
                               thread_cpu_seconds, wait_until)
 # The windows and thresholds, with their reasons: workbook/tuning.py.
@@ -206,10 +206,31 @@ def _wakes_itself(thread: threading.Thread) -> bool:
 
 
 def finish(thread: DaemonThread, what: str, *, pitfall: str | None = None,
-           timeout: float = BOUND, asleep: float = ASLEEP, reraise: bool = True) -> Any:
+           timeout: float = BOUND, asleep: float = ASLEEP, reraise: bool = True,
+           cpu_before: float | None = None) -> Any:
     """Join ``thread``, which should be able to finish now; fail fast once it has stayed
     parked for ``asleep`` seconds (nobody woke it), or after ``timeout``.  Returns its
-    result; re-raises what it raised (unless ``reraise`` is false)."""
+    result; re-raises what it raised (unless ``reraise`` is false).
+
+    ``cpu_before``: the thread's CPU clock before the call that should have ended its wait.
+    If the clock has moved since and the thread sleeps again, it *was* woken and went back
+    to waiting: ``pitfall`` (nobody woke it) is then not what happened, and the failure
+    says so instead."""
+    try:
+        return _finish(thread, what, pitfall=pitfall, timeout=timeout, asleep=asleep,
+                       reraise=reraise)
+    except Failure as exc:
+        after = thread_cpu_seconds(thread)
+        if cpu_before is None or after is None or after <= cpu_before or exc.pitfall is None:
+            raise
+        exc.pitfall = None
+        exc.args = (f"{exc.args[0]}\n{thread.name} was woken (it ran again after the call) "
+                    "and went back to waiting: its wait loop does not see what changed",)
+        raise
+
+
+def _finish(thread: DaemonThread, what: str, *, pitfall: str | None, timeout: float,
+            asleep: float, reraise: bool) -> Any:
     still = Quiet(thread)
 
     def done() -> bool:

@@ -9,7 +9,6 @@ another thread goes first.  Nothing here depends on which primitive the queue wa
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 

@@ -14,7 +14,8 @@ import pytest
 from tests.p03.support import (abandon, call, conditions, finish, notify_all, quiet,
                                settle, wait_parked)
 from workbook.testkit import (BOUND, check, fail, is_submission_code, kernel_state, note,
-                              parked, run_delay_seconds, run_hooked, start_daemon, wait_until)
+                              parked, run_delay_seconds, run_hooked, start_daemon,
+                              thread_cpu_seconds, wait_until)
 
 
 def _optional(fn, *args, **kwargs):
@@ -308,11 +309,12 @@ def _blocked_then_shutdown(q, calls, immediate: bool, what: str) -> list:
     try:
         for thread, (name, _) in zip(threads, calls):
             wait_parked(thread, f"{name} on {what} queue", q=q)
+        clocks = [thread_cpu_seconds(thread) for thread in threads]
         call(q.shutdown, immediate, what=f"shutdown(immediate={immediate})")
         outcomes = []
-        for thread, (name, _) in zip(threads, calls):
+        for thread, (name, _), clock in zip(threads, calls, clocks):
             finish(thread, f"{name}, blocked on {what} queue, after shutdown()",
-                   pitfall="shutdown_no_wake", reraise=False)
+                   pitfall="shutdown_no_wake", reraise=False, cpu_before=clock)
             if isinstance(thread.error, NotImplementedError):
                 raise thread.error
             outcomes.append((name, thread.error if thread.error else thread.result))
