@@ -40,15 +40,15 @@ def judge(sc: Any, obs: Observed) -> str | None:
 def _judge(sc: Any, obs: Observed) -> str | None:
     if obs.closed_again:  # the root cause of whatever follows (an EBADF, say)
         return obs.closed_again
-    try:
-        driver = _exact(sc, obs, log_base=False)
-    except Mismatch as first:
-        if not _base_exception_in(sc):
-            return str(first)
-        try:  # a BaseException from a callback may also be logged (as asyncio logs it)
-            driver = _exact(sc, obs, log_base=True)
-        except Mismatch:
-            return str(first)
+    first: Mismatch | None = None
+    for reading in _readings(sc):
+        try:
+            driver = _exact(sc, obs, **reading)
+            break
+        except Mismatch as exc:
+            first = first or exc
+    else:
+        return str(first)
     try:
         if not driver.relaxed:  # after a BaseException left a turn, its rest may be lost
             _feasible(driver)
@@ -59,17 +59,31 @@ def _judge(sc: Any, obs: Observed) -> str | None:
     return None
 
 
-def _base_exception_in(sc: Any) -> bool:
+def _readings(sc: Any) -> list[dict[str, bool]]:
+    """The readings of the contract a run may follow, tornado's first (``Model``'s flags).
+    A BaseException from a callback may also be logged (as asyncio logs it); a NaN delay or
+    timeout may also never fall due; run_sync's timeout falling due after main's Future is
+    done may also leave the stop to that Future's callback."""
+    import itertools
     import json
-    text = json.dumps([sc.main, sc.subs, sc.threads, sc.pre])
-    return any(f'"{kind}"' in text for kind in ("KI", "SE", "BE"))
+    text = json.dumps([sc.main, sc.subs, sc.threads, sc.pre, sc.timeout])
+    choices = {"log_base": any(f'"{kind}"' in text for kind in ("KI", "SE", "BE")),
+               "nan_never": '"nan"' in text,
+               "done_stops_later": sc.timeout is not None}
+    names = list(choices)
+    return [dict(zip(names, flags)) for flags in itertools.product(
+        *[(False, True) if choices[name] else (False,) for name in names])]
 
 
-def _exact(sc: Any, obs: Observed, log_base: bool) -> Driver:
-    """Run the model along the run; raise Mismatch at the first difference."""
+def _exact(sc: Any, obs: Observed, log_base: bool = False, nan_never: bool = False,
+           done_stops_later: bool = False) -> Driver:
+    """Run the model along the run (under one reading); raise Mismatch at the first
+    difference."""
+    for a in obs.arrivals.values():  # what an earlier reading matched them with
+        a.entry = a.turn = None
     driver = Driver(obs)
     m = Model(driver)
-    m.log_base = log_base  # type: ignore[attr-defined]
+    m.log_base, m.nan_never, m.done_stops_later = log_base, nan_never, done_stops_later
     driver.m = m
     ctx = Ctx(model, driver.rec, driver.lag, sc.subs, lambda: m.thread)
     driver.ctx = ctx

@@ -55,6 +55,12 @@ class Model:
         self.current: dict[str, Any] = {}
         self.seq = itertools.count()
         self.log_base = False  # a callback's BaseException: logged, not let out
+        # A NaN delay: due at once (tornado's reading), or never (the other one the contract
+        # allows: it says only "in deadline order, never early", and NaN has no order).
+        self.nan_never = False
+        # run_sync's timeout falling due once main's Future is done: it stops the loop in
+        # its own turn (tornado), or leaves the stop to the Future's callback a turn later.
+        self.done_stops_later = False
 
 
 def _m() -> Model:
@@ -181,8 +187,8 @@ class IOLoop:
                    **kwargs: Any) -> Timer:
         m = _m()
         # NaN is due at once, as tornado 6 (asyncio) has it: it compares false with
-        # everything, so "not yet due" is never true of it.
-        deadline = m.now if math.isnan(delay) else m.now + delay
+        # everything, so "not yet due" is never true of it.  Or never (``nan_never``).
+        deadline = (math.inf if m.nan_never else m.now) if math.isnan(delay) else m.now + delay
         timer = Timer(functools.partial(callback, *args, **kwargs), deadline,
                       getattr(callback, "__name__", "a timeout"))
         heapq.heappush(self.timers, (deadline, next(m.seq), timer))
@@ -271,6 +277,8 @@ class IOLoop:
         expired: list[bool] = []
 
         def expire() -> None:
+            if _m().done_stops_later and started and started[0].done():
+                return
             expired.append(True)
             self._stop_for(f"run_sync's timeout of {timeout:g} s passed")
 
