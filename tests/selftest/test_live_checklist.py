@@ -161,9 +161,17 @@ def test_the_lag_probe_sees_a_machine_that_stalls_its_threads():
     stall every thread of this process feels, as a crowded CPU makes) shows as lag."""
     lag = Lag(time.monotonic())
     time.sleep(0.2)
-    a = time.monotonic() - lag.started
-    sum(range(12_000_000))  # one C call: no bytecode runs, so the GIL is never handed over
-    b = time.monotonic() - lag.started
+    # Between reading the clock and the C call, the interpreter could hand the GIL to the
+    # probe (every switch interval), which would start a nap after ``a``: a long interval
+    # keeps it here from ``a`` until this thread sleeps again after ``b``.
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(30.0)
+    try:
+        a = time.monotonic() - lag.started
+        sum(range(12_000_000))  # one C call: no bytecode runs, so the GIL is never handed over
+        b = time.monotonic() - lag.started
+    finally:
+        sys.setswitchinterval(interval)
     time.sleep(0.2)
     lag.stop.set()
     # A nap that was due during the stall wakes at its end: the probe sees all of a stall
