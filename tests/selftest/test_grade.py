@@ -1418,3 +1418,28 @@ def test_the_audit_hook_refuses_the_escape_hatches_and_lets_correct_code_run(tmp
     # thread, which dies before running anything (the caller's own call returns).
     assert "thread_trace" in out.stderr or "workbook sandbox" in out.stderr
     assert int(out.stdout.splitlines()[1]) == len(refused) + 1
+
+
+def test_a_file_that_only_exploration_rejects_is_graded_with_its_counterexample_not_tampered(
+        tmp_path):
+    """Shrinking a counterexample runs harness code a correct file never reaches; it must
+    leave the harness's classes as they were.  (P02's shrink deep-copied a scenario: copying
+    an instance has copyreg cache ``__slotnames__`` on its class, and every P02 file that
+    exploration rejected was graded 0 as tampered.)  One such file per problem, in one
+    batch."""
+    from workbook import variants
+    subs = tmp_path / "subs"
+    (subs / "ann").mkdir(parents=True)
+    for problem in manifest.problems().values():
+        wrong = next(w for w in problem.wrongs if list(w.fails) == [f"{problem.id}.explore"])
+        shutil.copy(variants.wrong_file(problem, wrong.name),
+                    subs / "ann" / problem.learner_file.name)
+    state = tmp_path / "g.json"
+    out = cli("grade", str(subs), "--format", "json", "--out", str(state), timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    entries = json.loads(state.read_text())["rows"]["ann"]["problems"]
+    assert sorted(entries) == sorted(manifest.problems())
+    for pid, entry in entries.items():
+        assert entry["status"] == "ok", (pid, entry["reasons"])
+        failed = [cp["id"] for cp in entry["checkpoints"] if cp["status"] != "passed"]
+        assert failed == [f"{pid}.explore"], (pid, failed)

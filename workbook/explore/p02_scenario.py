@@ -15,7 +15,7 @@ wall clock jumping.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from hypothesis import strategies as st
@@ -318,7 +318,11 @@ def triples(extensions: bool = True) -> list[Scenario]:
 def candidates(sc: Scenario):
     """Smaller or plainer scenarios than ``sc``, most promising first."""
     def variant(**changes: Any) -> Scenario:  # a copy: no list is shared with ``sc``
-        return replace(copy.deepcopy(sc), **copy.deepcopy(changes))
+        # Only the plain data is deep-copied, never the Scenario: copying an instance has
+        # copyreg cache ``__slotnames__`` on its class, and a graded run calls any change
+        # to the harness's classes tampering.
+        data = {f.name: getattr(sc, f.name) for f in fields(sc) if f.init}
+        return replace(sc, **copy.deepcopy({**data, **changes}))
 
     for i in range(1, len(sc.threads)):
         yield variant(threads=sc.threads[:i] + sc.threads[i + 1:],
