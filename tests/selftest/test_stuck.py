@@ -274,3 +274,48 @@ def test_a_tests_notes_reach_its_checkpoint():
     result = checked("p01", str(manifest.get("p01").solution_file))
     timeout = next(cp for cp in result.checkpoints if cp.id == "p01.timeout")
     assert any("returned after" in text for text in timeout.notes), timeout.notes
+
+
+def _blocked_writer(read_end_elsewhere: bool):
+    """A thread writing into a full pipe, and what the kernel says it is blocked in: with the
+    read end held by a child process only, or by this process too."""
+    import os
+    import subprocess
+    import threading
+    import time
+
+    from workbook.stuck.procfs import syscall
+    r, w = os.pipe()
+    child = subprocess.Popen(["sleep", "30"], stdin=r) if read_end_elsewhere else None
+    if child is not None:
+        os.close(r)
+    thread = threading.Thread(target=lambda: os.write(w, b"x" * (1 << 20)), daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        call = None
+        while time.monotonic() < deadline:  # until the kernel shows it blocked in write()
+            call = syscall(thread.native_id)
+            if call is not None and call.name == "write":
+                break
+            time.sleep(0.01)
+        return call
+    finally:
+        if child is not None:
+            child.kill()
+            child.wait()
+        else:
+            os.close(r)  # the writer gets EPIPE and ends
+        thread.join(10)
+        os.close(w)
+
+
+def test_a_write_into_a_pipe_that_another_process_reads_is_not_called_stuck():
+    """A check's output goes to a pipe its runner reads: a thread blocked writing there waits
+    for another process, which may read at any moment (on a loaded box a graded run's
+    import that printed a lot was called stuck).  A pipe whose both ends are here is the
+    process's own affair: an untimed wait that only this process can end."""
+    elsewhere = _blocked_writer(read_end_elsewhere=True)
+    assert elsewhere is not None and elsewhere.name == "write" and elsewhere.timed is None
+    here = _blocked_writer(read_end_elsewhere=False)
+    assert here is not None and here.name == "write" and here.timed is False

@@ -153,8 +153,31 @@ def syscall(tid: int) -> Call | None:
         return Call(name, True, _absolute(args[2], realtime=args[0] == 0) if absolute else None)
     if name == "nanosleep":
         return Call(name, True, None)
+    if name in ("read", "write") and _pipe_to_another_process(args[0]):
+        # A pipe whose other end no descriptor of this process holds: only another process
+        # (the runner reading a check's output, say) ends this wait, and nothing here can
+        # tell whether it will.
+        return Call(name, None, None)
     return Call(name, False, None)  # read, write, send, recv, accept, wait4, pause: only
     #                                 someone else (a reader, a writer, a peer) ends these
+
+
+def _pipe_to_another_process(fd: int) -> bool:
+    """Whether descriptor ``fd`` is a pipe that no other descriptor of this process shares:
+    its other end is held elsewhere (a pipe made here has both ends among /proc/self/fd)."""
+    try:
+        target = os.readlink(f"/proc/self/fd/{fd}")
+        if not target.startswith("pipe:"):
+            return False
+        same = 0
+        for name in os.listdir("/proc/self/fd"):
+            try:
+                same += os.readlink(f"/proc/self/fd/{name}") == target
+            except OSError:
+                continue  # closed meanwhile (or the listing's own descriptor)
+        return same < 2
+    except (OSError, ValueError):
+        return False
 
 
 def _pair(address: int, limit: int) -> tuple[int, int] | None:
