@@ -128,7 +128,8 @@ def test_the_watcher_groups_saves_closer_than_its_quiet_time(tmp_path):
     from workbook.tuning import WATCH_GROUP_MS, WATCH_QUIET_MS
     target = tmp_path / "learner.py"
     target.write_text("0\n")
-    for _attempt in range(3):  # a loaded box may stretch the gap past the quiet time
+    for _attempt in range(8):  # a loaded box may stretch the gap past the quiet time (an
+        # attempt whose gap it stretched says nothing about grouping: try again)
         batches, gap, stop_event = [], [], threading.Event()
 
         def burst() -> None:
