@@ -286,6 +286,7 @@ def _blocked_writer(read_end_elsewhere: bool):
 
     from workbook.stuck.procfs import syscall
     r, w = os.pipe()
+    also = os.dup(w)  # a second descriptor of the same end (stdout and stderr on one pipe)
     child = subprocess.Popen(["sleep", "30"], stdin=r) if read_end_elsewhere else None
     if child is not None:
         os.close(r)
@@ -308,6 +309,7 @@ def _blocked_writer(read_end_elsewhere: bool):
             os.close(r)  # the writer gets EPIPE and ends
         thread.join(10)
         os.close(w)
+        os.close(also)
 
 
 def test_a_write_into_a_pipe_that_another_process_reads_is_not_called_stuck():

@@ -6,6 +6,7 @@ ends), and whether the process has a child.  Plain values in, plain values out.
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import sys
 import threading
@@ -163,12 +164,24 @@ def syscall(tid: int) -> Call | None:
 
 
 def _pipe_to_another_process(fd: int) -> bool:
-    """Whether descriptor ``fd`` is a pipe that no other descriptor of this process shares:
-    its other end is held elsewhere (a pipe made here has both ends among /proc/self/fd)."""
+    """Whether descriptor ``fd`` is a pipe whose other end no descriptor of this process
+    holds (a pipe made here has both ends among /proc/self/fd; stdout and stderr sharing one
+    pipe are two descriptors of the *same* end, told apart by their access mode)."""
     try:
         target = os.readlink(f"/proc/self/fd/{fd}")
         if not target.startswith("pipe:"):
             return False
+        mode = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
+        for name in os.listdir("/proc/self/fd"):
+            try:
+                if os.readlink(f"/proc/self/fd/{name}") == target and \
+                        fcntl.fcntl(int(name), fcntl.F_GETFL) & os.O_ACCMODE != mode:
+                    return False  # the other end is here too
+            except OSError:
+                continue  # closed meanwhile (or the listing's own descriptor)
+        return True
+    except (OSError, ValueError):
+        return False
         same = 0
         for name in os.listdir("/proc/self/fd"):
             try:
