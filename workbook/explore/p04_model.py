@@ -139,10 +139,11 @@ class Entry:
 
 
 class Timer:
-    __slots__ = ("fn", "deadline", "removed", "name")
+    __slots__ = ("fn", "deadline", "removed", "name", "visible")
 
     def __init__(self, fn: Callable[[], Any], deadline: float, name: str) -> None:
         self.fn, self.deadline, self.removed, self.name = fn, deadline, False, name
+        self.visible = True  # False: it records nothing when it runs (run_sync's own)
 
 
 class IOLoop:
@@ -286,6 +287,8 @@ class IOLoop:
 
         self._add(Entry(begin, name="run_sync's start"))
         handle = self.call_later(timeout, expire) if timeout is not None else None
+        if handle is not None:
+            handle.visible = False
         self.start()
         if handle is not None:
             self.remove_timeout(handle)

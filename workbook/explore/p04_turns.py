@@ -200,6 +200,12 @@ class Driver:
             if wait is None or wait.start > upto:
                 break
             if slept:
+                unseen = loop.pending + [t for d, _, t in loop.timers
+                                         if d <= self.m.now and not t.removed]
+                if unseen and not any(x.visible for x in unseen):
+                    # What records nothing (run_sync's stop and timeout) may have run,
+                    # unseen, between these two selector calls: this one ends their turn.
+                    break
                 self._empty_turn(loop, wait)
             self._sleep(loop, wait)
             slept += 1
