@@ -78,6 +78,11 @@ def systematic(extensions: bool = True) -> list[Scenario]:
                       ["yield", ["F", 0], True]]},
             {"main": [["later", 1, 0, raising], ["later", 2, 0.5, ["set", 0, "0"]],
                       ["yield", ["F", 0], True]]},
+            # ... and with another of the same turn after it, which must still run
+            {"main": [["cb", 1, [], raising], ["cb", 2, [], None],
+                      ["later", 3, 0.5, ["set", 0, "0"]], ["yield", ["F", 0], True]]},
+            {"main": [["later", 1, 0, raising], ["later", 2, 0, None],
+                      ["later", 3, 0.5, ["set", 0, "0"]], ["yield", ["F", 0], True]]},
             {"main": [["done_cb", 0, 1, raising], ["done_cb", 0, 2, None],
                       ["cb", 3, [], ["set", 0, "0"]], ["yield", ["F", 0], True]]},
             {"main": [["yield", ["F", 0], True]], "threads": [[_setter(1, 0, raising),
