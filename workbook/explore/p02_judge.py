@@ -206,8 +206,8 @@ def _state(rec: Any) -> str | None:
             statuses = c.args[0]
             if phase == 1 and not (statuses and "cancelled" in statuses and not stopped):
                 yield (stopped, 2)
-        elif c.kind == "refused":
-            if phase != 0:
+        elif c.kind == "refused":  # taken, closed, or (a reading allowed) its writer closed
+            if phase != 0 or (rec.eof is not None and rec.eof < c.ret):
                 yield state
         elif c.kind == "close":
             yield (stopped, 2)
