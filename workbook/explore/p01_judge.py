@@ -384,7 +384,7 @@ def _wakeups(run: "Run") -> str | None:
             return (f"{who(run, w.put)} called the event loop's own call_soon_threadsafe, not "
                     "that of the object given to bind_loop: wakeups go through the given object")
     if run.sc.hook is not None:
-        problem = _one_per_cycle(run, made)
+        problem = _one_per_cycle(run, made) or _cycle_opened(run, made)
         if problem:
             return problem
     if any(c.kind == "put" and c.ret is None for c in run.calls):
@@ -416,20 +416,48 @@ def asleep_again(run: "Run") -> str | None:
 
 
 def _one_per_cycle(run: "Run", made: list[Wakeup]) -> str | None:
-    events = run.sched.events
-    arms: list[tuple[int, float]] = []
-    for lo, hi in run.arms:
-        if hi is None:  # until its thread records anything else
-            task = events[lo].task
-            hi = next((e.step for e in events[lo + 1:] if e.task == task), math.inf)
-        arms.append((lo, hi))
-    pair = same_cycle(made, arms)
+    pair = same_cycle(made, _arm_intervals(run, run.arms))
     if pair is None:
         return None
     a, b = pair
     return (f"{who(run, a.put)} and {who(run, b.put)} each called call_soon_threadsafe, and "
             "no after_empty_drain call (the consumer getting ready to sleep again) can lie "
             "between their decisions: at most one wakeup per cycle")
+
+
+def _arm_intervals(run: "Run", arms: list[tuple[int, int | None]]) -> list[tuple[int, float]]:
+    """Where each arm lies, in steps: ``hi`` None means "until its thread records anything
+    else"."""
+    events = run.sched.events
+    out: list[tuple[int, float]] = []
+    for lo, hi in arms:
+        if hi is None:
+            task = events[lo].task
+            hi = next((e.step for e in events[lo + 1:] if e.task == task), math.inf)
+        out.append((lo, hi))
+    return out
+
+
+def _cycle_opened(run: "Run", made: list[Wakeup]) -> str | None:
+    """A put that began after the consumer armed (which follows every return of the hook;
+    a bind_loop only may) found "no wakeup in flight" unless another put had marked one
+    since: either way some put called call_soon_threadsafe after the arm began.  None did:
+    a lost wakeup, even if no consumer happened to be asleep to show it."""
+    # not in a get_batch that then raised (a cancel may land before its arm) or never ended
+    broken = [(g.call, math.inf if g.ret is None else g.ret) for g in run.calls
+              if g.kind == "get" and g.outcome[:1] != ("return",)]
+    arms = _arm_intervals(run, [(ret, None) for ret in run.hook_returns
+                                if not any(lo <= ret <= hi for lo, hi in broken)])
+    for p in run.calls:
+        if p.kind != "put" or p.outcome[:1] != ("return",) or p.ret is None:
+            continue
+        before = [lo for lo, hi in arms if hi < p.call]
+        if before and not any(w.step > max(before) for w in made):
+            return (f"{who(run, p)} put an item after the consumer had armed, and no put "
+                    "called call_soon_threadsafe since: the first put after an arm finds no "
+                    "wakeup in flight, marks one and schedules it (a check and a mark split "
+                    "across two steps let two puts each leave it to the other)")
+    return None
 
 
 def same_cycle(made: list[Wakeup], arms: list[tuple[int, float]]) -> tuple[Wakeup, Wakeup] | None:
