@@ -173,11 +173,13 @@ def test_when_the_total_budget_is_spent_the_rest_get_a_note_and_what_was_done_is
     monkeypatch.setattr(similarity.Print, "of_sources", _slow_for("SLOW"))
     report = similarity.report({"p01": _files(carol=SOURCE, copy=SOURCE + "X = 1\n",
                                               slow=SOURCE + "# SLOW\n" * 2,
-                                              later=SOURCE * 2)}, 90, budget=5, total=1)
+                                              later=SOURCE * 2)}, 90, budget=5, total=3)
+    # 3 s, not 1 (RLIMIT_CPU counts whole seconds): a fresh-clone selftest beside other
+    # checks left the first pair undone within 1 s; the spinner spends any total anyway
     assert _alike(report)[frozenset(("carol", "copy"))] >= 99  # done before the time ran out
     notes = {n["submission"]: n["note"] for n in report["p01"]["notes"]}
     assert sorted(notes) == ["later", "slow"]
-    assert all("spent its 1 s of CPU" in note for note in notes.values()), notes
+    assert all("spent its 3 s of CPU" in note for note in notes.values()), notes
 
 
 _STOPPED = r'''
