@@ -128,3 +128,9 @@ def accepted(rec: Any) -> Call | None:
 
 def invalid_main(rec: Any, c: Call) -> bool:
     return c.args[0] == "main" and rec.sc.timeout in INVALID_TIMEOUTS
+
+
+def writer_closed_before(rec: Any, c: Call) -> bool:
+    """The requester closed the control's writer before ``c`` returned: refusing the control
+    then is one reading of "open" the contract allows (meeting its EOF is the other)."""
+    return rec.eof is not None and c.ret is not None and rec.eof < c.ret

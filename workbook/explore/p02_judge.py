@@ -207,7 +207,7 @@ def _state(rec: Any) -> str | None:
             if phase == 1 and not (statuses and "cancelled" in statuses and not stopped):
                 yield (stopped, 2)
         elif c.kind == "refused":  # taken, closed, or (a reading allowed) its writer closed
-            if phase != 0 or (rec.eof is not None and rec.eof < c.ret):
+            if phase != 0 or f.writer_closed_before(rec, c):
                 yield state
         elif c.kind == "close":
             yield (stopped, 2)

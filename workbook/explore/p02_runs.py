@@ -66,9 +66,7 @@ def _second(rec: Any, c: Call, accepted: Call | None) -> str | None:
         return _refused(rec, c, "a closed control")
     if c.args[0] == "main" and rec.sc.timeout == "True":
         return _refused(rec, c, "timeout=True")
-    if rec.eof is not None and rec.eof < c.ret:
-        # "Open" read as "both ends open": refusing a control whose writer the requester
-        # has already closed is allowed, as meeting its EOF is (blind readers chose both).
+    if f.writer_closed_before(rec, c):
         return _refused(rec, c, "a control whose writer end was closed")
     return f"run() refused valid arguments: it raised {f.err(exc)}"
 

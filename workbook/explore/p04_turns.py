@@ -200,8 +200,7 @@ class Driver:
             if wait is None or wait.start > upto:
                 break
             if slept:
-                unseen = loop.pending + [t for d, _, t in loop.timers
-                                         if d <= self.m.now and not t.removed]
+                unseen = loop.pending + self._due(loop)
                 if unseen and not any(x.visible for x in unseen):
                     # What records nothing (run_sync's stop and timeout) may have run,
                     # unseen, between these two selector calls: this one ends their turn.
@@ -234,8 +233,12 @@ class Driver:
 
     turn = _guard(turn)
 
+    def _due(self, loop: Any) -> list[Any]:
+        """The model's timeouts due now and not removed."""
+        return [t for d, _, t in loop.timers if d <= self.m.now and not t.removed]
+
     def _empty_turn(self, loop: Any, wait: SeenWait) -> None:
-        due = [t for d, _, t in loop.timers if d <= self.m.now and not t.removed]
+        due = self._due(loop)
         if loop.pending or due:
             what = (f"{len(loop.pending)} callback(s) pending" if loop.pending else
                     " and ".join(f"{t.name} due since {t.deadline:g} s" for t in due))
