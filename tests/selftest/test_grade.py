@@ -1420,6 +1420,53 @@ def test_the_audit_hook_refuses_the_escape_hatches_and_lets_correct_code_run(tmp
     assert int(out.stdout.splitlines()[1]) == len(refused) + 1
 
 
+_IGNORED_CHECK = r'''
+import sys
+stage = sys.argv[1]
+sys.path.insert(0, stage)
+from workbook.grading.sandbox import guard
+classify, refusals, _ = guard.install(stage)
+sys.path[1:1] = [stage + "/tests", stage + "/submission"]
+import harness_side, learner
+sys.audit("workbook.snapshot")  # the learner file is imported: the run has started
+learner.drops_a_harness_object()
+print(list(refusals()))
+'''
+
+_DROPPED = '''
+class Dropped:
+    def __del__(self):
+        table = {}
+        return table["missing"] + 1  # raises: CPython prints "Exception ignored in"
+'''
+
+
+def test_an_exception_ignored_in_harness_code_is_printed_and_nothing_is_refused(tmp_path):
+    """On 3.11 and 3.12 CPython's own printer of an ignored exception parses the failing
+    segment (``table["missing"]``) under the harness file's name, from the submission's
+    frame: the guard must not take that for the submission compiling code under a harness
+    name (a fork-bomb file was graded tampered that way when the import watch's
+    interruption landed in an at-fork handler)."""
+    stage = tmp_path / "stage"
+    (stage / "workbook" / "grading" / "sandbox").mkdir(parents=True)
+    (stage / "tests").mkdir()
+    (stage / "submission").mkdir()
+    for rel in ("workbook/__init__.py", "workbook/grading/__init__.py",
+                "workbook/grading/sandbox/__init__.py", "workbook/grading/sandbox/guard.py"):
+        shutil.copy(ROOT / rel, stage / rel)
+    (stage / "tests" / "harness_side.py").write_text(_DROPPED)
+    (stage / "submission" / "learner.py").write_text(
+        "import harness_side\n\n\ndef drops_a_harness_object():\n"
+        "    harness_side.Dropped()\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    out = subprocess.run([sys.executable, "-I", "-c", _IGNORED_CHECK, str(stage)],
+                         capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]", out.stdout
+    assert "Exception ignored in: <function Dropped.__del__" in out.stderr, out.stderr
+    assert 'table["missing"] + 1' in out.stderr and "KeyError: 'missing'" in out.stderr
+
+
 def test_a_file_that_only_exploration_rejects_is_graded_with_its_counterexample_not_tampered(
         tmp_path):
     """Shrinking a counterexample runs harness code a correct file never reaches; it must

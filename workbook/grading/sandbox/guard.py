@@ -320,7 +320,42 @@ def install(stage: str = _STAGE):
     threading_file, threading_globals = threading.__file__, vars(threading)
     sys.addaudithook(hook)
     _route_imp(sys.audit)
+    _print_in_python()
     return kind_of, lambda: tuple_(refused), alarm
+
+
+def _print_in_python() -> None:
+    """Exceptions nobody catches are printed by the ``traceback`` module, not by C.
+
+    To place its carets, CPython's own printer (the default ``sys.unraisablehook`` and
+    ``sys.excepthook``, on 3.11 and 3.12) parses the failing segment of each line under that
+    line's file name: a compile event under a harness or library name, raised from whatever
+    Python frame runs at that moment.  An exception ignored in a library's ``__del__`` or
+    at-fork handler would then be refused as the submission compiling code under a harness
+    name (a fork-bomb file, interrupted by the import watch inside ``logging``'s at-fork
+    handler, was graded tampered instead of spinning).  The module parses its segments under
+    the name ``<unknown>``; the text is the same."""
+    import traceback
+
+    def unraisable(info) -> None:
+        try:
+            where = "" if info.object is None else f": {info.object!r}"
+        except Exception:  # noqa: BLE001 - as CPython does with a repr that raises
+            where = ": <object repr() failed>"
+        text = f"{info.err_msg or 'Exception ignored in'}{where}\n"
+        if info.exc_type is not None:
+            text += "".join(traceback.format_exception(info.exc_type, info.exc_value,
+                                                       info.exc_traceback))
+        try:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+        except Exception:  # noqa: BLE001 - nowhere left to say it
+            pass
+
+    def excepthook(kind, value, tb) -> None:
+        sys.stderr.write("".join(traceback.format_exception(kind, value, tb)))
+
+    sys.unraisablehook, sys.excepthook = unraisable, excepthook
 
 
 def _route_imp(audit) -> None:
