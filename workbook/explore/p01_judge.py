@@ -426,14 +426,18 @@ def _one_per_cycle(run: "Run", made: list[Wakeup]) -> str | None:
 
 
 def _arm_intervals(run: "Run", arms: list[tuple[int, int | None]]) -> list[tuple[int, float]]:
-    """Where each arm lies, in steps: ``hi`` None means "until its thread records anything
-    else"."""
+    """Where each arm lies, in steps: ``hi`` None means "until its thread shows the arm is
+    done": it calls or returns from something, or its loop sleeps in select().  Waiting for
+    a lock shows nothing: an arm made under a lock waits there before it marks "no wakeup
+    in flight", and a put may take that lock first, append and find a wakeup still in
+    flight -- its item is then in the arm's second drain."""
     events = run.sched.events
     out: list[tuple[int, float]] = []
     for lo, hi in arms:
         if hi is None:
             task = events[lo].task
-            hi = next((e.step for e in events[lo + 1:] if e.task == task), math.inf)
+            hi = next((e.step for e in events[lo + 1:] if e.task == task and (
+                e.kind in ("call", "return") or e.step in run.selects)), math.inf)
         out.append((lo, hi))
     return out
 

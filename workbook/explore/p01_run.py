@@ -77,6 +77,7 @@ class Run:
         self.arms: list[tuple[int, int | None]] = []
         self.hook_returns: list[int] = []
         self.resumes: list[int] = []  # where in the record the consumer's get_batch resumed
+        self.selects: set[int] = set()  # where in the record the loop went to sleep in select()
         self.stale: tuple[Call, int] | None = None  # the get a stale wakeup reached, and when
         self.lags: list[tuple[float, float]] = []  # (when, how much) a loop turn started late
         self.first_callback: tuple[Any, tuple] | None = None
@@ -431,6 +432,7 @@ class Run:
         until = "" if deadline is None else f" until {deadline:g}"
         event = s.record(f"the loop sleeps in select(){until}", kind="block", where=False)
         event.line, event.source = line, source
+        self.selects.add(event.step)
         return deadline
 
     def selected(self, reason: Any) -> None:
