@@ -101,7 +101,7 @@ def run(module: Any, sc: Scenario, choices: Choices | None = None) -> Outcome:
         call = Call(task.index, label, kind, (value, timeout, arg), call=event.step,
                     call_time=sched.now)
         calls.append(call)
-        before = task.interrupted
+        before, locks_before = task.interrupted, task.locks_taken
         sched.progress()
         q = box["q"]
         try:
@@ -130,6 +130,7 @@ def run(module: Any, sc: Scenario, choices: Choices | None = None) -> Outcome:
             result = None
         if task.interrupted is not None and task.interrupted is not before:
             call.meta["injected"] = task.interrupted
+        call.meta["locks_taken"] = task.locks_taken - locks_before
         call.ret = sched.record(shown, kind="return", where=False).step
         call.ret_time = sched.now
         del result

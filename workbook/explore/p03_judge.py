@@ -48,6 +48,10 @@ def judge(module: Any, sc: Scenario, calls: list[Call], sched: Scheduler,
                 allowed += (shut_down,)
             if c.kind in ("put", "offer") and value is None:
                 allowed += (TypeError, ValueError)
+                if isinstance(exc, (TypeError, ValueError)) and c.meta.get("locks_taken"):
+                    return (f"{name} took a lock before it refused None: None is rejected "
+                            "before any locking (a put(None) must not wait while another "
+                            "thread holds the queue's lock)")
             if c.kind in ("offer", "poll") and timeout is not None and (timeout < 0 or _huge(timeout)):
                 allowed += (ValueError, OverflowError)
             if not isinstance(exc, allowed):

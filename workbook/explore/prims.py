@@ -104,6 +104,8 @@ class Lock:
             if isinstance(reason, BaseException):
                 raise reason
         self._locked, self._holder = True, task
+        if self._owner is None or isinstance(self._owner, Semaphore):
+            task.locks_taken += 1
         if self._owner is None:
             s.point()  # just inside: another thread may run while this one holds the lock
         return True

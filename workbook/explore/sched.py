@@ -91,6 +91,7 @@ class Task:
         self.ident: int | None = None
         self.faultable = index > 0  # task 0 is the setup: nothing is injected there
         self.points = 0  # points reached so far (``Scheduler.lags`` counts them)
+        self.locks_taken = 0  # acquires of a learner's Lock, RLock or Semaphore so far
 
     def start(self) -> None:
         """Hand this task to an idle worker thread; it waits for its first turn."""
