@@ -65,12 +65,16 @@ class Item:
     event: str = field(default="item", init=False)
 
 
+#: What the harness makes of a test: anything else in a report is not the harness's.
+OUTCOMES = ("passed", "failed", "not_implemented")
+
+
 @dataclass(frozen=True)
 class TestDone:
     """One finished test, as the harness classified it."""
     nodeid: str = ""
     checkpoint: str | None = None
-    outcome: str = "passed"          # "passed" | "failed" | "not_implemented"
+    outcome: str = "passed"          # one of OUTCOMES
     seconds: float = 0.0
     message: str | None = None
     pitfall: str | None = None
@@ -189,6 +193,9 @@ def from_dict(data: dict) -> Record:
     record = cls(**values)  # every field has a default: no TypeError
     if cls is Start and record.schema != SCHEMA:
         raise ReportError(f"a report of schema {record.schema!r}; this harness reads {SCHEMA}")
+    if cls is TestDone and record.outcome not in OUTCOMES:  # type: ignore[attr-defined]
+        raise ReportError(f"a test outcome {record.outcome[:40]!r}, not one of "  # type: ignore[attr-defined]
+                          f"{', '.join(OUTCOMES)}")
     return record
 
 

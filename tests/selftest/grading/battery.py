@@ -269,6 +269,10 @@ for _h_name, _h_obj in list(globals().items()):
         globals()[_h_name] = _h_forge(_h_obj)
 '''),
 
+    # the same in place, with an outcome the harness never writes (it counted as passed)
+    "rewrite_outcome_skipped": lambda p, ctx: HOSTILE["rewrite_outcome"](p, ctx).replace(
+        '{"outcome": "passed"}', '{"outcome": "skipped"}'),
+
     "fork_bomb": lambda p, ctx: with_prelude('''
 import os as _h_os, time as _h_time
 _h_forks = 0
@@ -863,6 +867,7 @@ def _hostile_expectation(kind: str, p: manifest.Problem) -> dict:
         "forge_into_fds": zero_error("tampered", "forged"),
         "forge_via_harness": zero_error("tampered"),
         "rewrite_outcome": zero_error("tampered"),
+        "rewrite_outcome_skipped": zero_error("tampered"),
         # forking at import: the process limit stops it, or on a loaded box the import watch
         # sees it spinning first (a second of forks); a 0 and the fork line either way
         "fork_bomb": zero_error("stopped by the process limit",
