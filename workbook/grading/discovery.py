@@ -111,7 +111,9 @@ def discover(root: Path, problems: list[manifest.Problem], *, single: bool = Fal
                 and unpack_to is not None:
             try:
                 folder = unpack(entry, unpack_to / f"{index}-{entry.stem}")
-            except (OSError, zipfile.BadZipFile, ValueError) as exc:
+            except Exception as exc:  # noqa: BLE001 - whatever a student's archive holds:
+                # zipfile also raises RuntimeError (encrypted), NotImplementedError (an
+                # unknown compression), zlib.error and EOFError (damaged data)
                 sub = Submission(entry.stem, entry)
                 sub.refused = {p.id: f"the archive cannot be unpacked ({exc})" for p in problems}
             else:

@@ -126,3 +126,36 @@ def test_a_roster_counts_a_zip_and_a_renamed_lone_file_as_submitted(tmp_path):
     report = batch.roster_report(roster, list(found.values()), root)
     assert report["unmatched"] == ["notes.txt"] and report["absent"] == []
     assert report["unknown"] == [f"{P01.module}_zed.py"]
+
+
+def _damaged_zips(root: Path) -> None:
+    """Three archives zipfile opens and then cannot read (red team round 3): a member marked
+    encrypted, one with an unknown compression method, one whose deflate data is damaged."""
+    text = "".join(f"line_{i} = {i * 7919 % 1000}\n" for i in range(400))
+    name = P01.learner_file.name.encode()
+    for kind in ("encrypted", "method", "damaged"):
+        path = root / f"{kind}.zip"
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr(P01.learner_file.name, text)
+        data = bytearray(path.read_bytes())
+        local, central = 0, data.index(b"PK\x01\x02")
+        if kind == "encrypted":  # general purpose flag, bit 0
+            data[local + 6] |= 1
+            data[central + 8] |= 1
+        elif kind == "method":
+            data[local + 8] = data[central + 10] = 97
+        else:
+            start = 30 + len(name)
+            data[start + 5:start + 25] = b"\xff" * 20
+        path.write_bytes(bytes(data))
+
+
+def test_an_archive_zipfile_cannot_read_is_a_refused_row_and_the_others_are_found(tmp_path):
+    root = _make(tmp_path / "class", {"zed": "x = 1\n"})
+    _damaged_zips(root)
+    found, _ = _discover(root)
+    assert sorted(found) == ["damaged", "encrypted", "method", "zed"]
+    for kind in ("damaged", "encrypted", "method"):
+        assert found[kind].files == {} or not found[kind].files
+        assert "cannot be unpacked" in found[kind].refused["p01"], found[kind].refused
+    assert found["zed"].files["p01"].read_text() == "x = 1\n"
