@@ -119,6 +119,16 @@ def cpu_used(thread: threading.Thread, window: float) -> float | None:
     return after - before
 
 
+def learner_cpu_seconds() -> float:
+    """CPU seconds this process has used so far, less what the harness's own live threads
+    used (the calling thread and the ``workbook-`` daemons): the CPU of every thread the
+    code under test runs or started, an executor's or one that has ended included.  Only
+    differences of two readings mean anything."""
+    me = threading.current_thread()
+    own = [t for t in threading.enumerate() if t is me or t.name.startswith("workbook-")]
+    return time.process_time() - sum(thread_cpu_seconds(t) or 0.0 for t in own)
+
+
 def parked(thread: threading.Thread, window: float = PARKED_WINDOW) -> bool:
     """True when ``thread`` is alive and blocked: it uses next to no CPU over ``window``."""
     used = cpu_used(thread, window)
