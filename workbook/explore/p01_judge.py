@@ -458,6 +458,9 @@ def _cycle_opened(run: "Run", made: list[Wakeup]) -> str | None:
     for p in run.calls:
         if p.kind != "put" or p.outcome[:1] != ("return",) or p.ret is None:
             continue
+        if any(lo < p.ret and hi > p.call for lo, hi in arms):
+            continue  # an arm under way meanwhile may still show the old cycle to this put,
+            # and then that arm's second drain has its item
         before = [lo for lo, hi in arms if hi < p.call]
         if before and not any(w.step > max(before) for w in made):
             return (f"{who(run, p)} put an item after the consumer had armed, and no put "
