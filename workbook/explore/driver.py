@@ -183,6 +183,11 @@ def explore(problem: ModuleType, path: str | os.PathLike, *, examples: int | Non
     def judged(out: Outcome) -> bool:
         """Count a run; True when the search ends with it."""
         report.runs += 1
+        foreign = prims.take_foreign()
+        if foreign:  # before its error: a thread never started may have made the call fail
+            report.uncontrolled = (f"the file starts a thread of its own ({foreign[0]}), "
+                                   "which the explorer cannot schedule")
+            return True
         if out.error is not None:
             raise out.error
         if out.uncontrolled:
@@ -306,7 +311,8 @@ def check(problem: ModuleType, path: str | os.PathLike) -> None:
         fail(report.found.message(), timeline=report.found.timeline())
     if report.uncontrolled:
         note("exploration stopped early: " + report.uncontrolled +
-             " (a primitive outside threading/time, such as a ready-made queue?)")
+             ("" if "thread of its own" in report.uncontrolled else
+              " (a primitive outside threading/time, such as a ready-made queue?)"))
     else:
         note(f"explored {report.runs} scenarios in {report.seconds:.1f} s (seed {seed}): none "
              "breaks the contract")
