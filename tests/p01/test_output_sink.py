@@ -16,8 +16,8 @@ import pytest
 from tests.p01.support import (LoopWrapper, PutPartner, live_sinks, lost_wakeup_pitfall,
                                run_interleaved)
 from workbook.testkit import (BOUND, Failure, LoopThread, Stopwatch, bounded, check,
-                              done_within, fail, join, learner_cpu_seconds, note, parked,
-                              run_delay_seconds, start_daemon, thread_cpu_seconds, wait_until)
+                              done_within, fail, join, note, others_cpu_seconds, quiet,
+                              run_delay_seconds, start_daemon, wait_until)
 
 
 def bound_sink(impl, lt, *, wrapped: bool = False):
@@ -293,11 +293,11 @@ def test_an_empty_wait_sleeps_instead_of_spinning(impl, lt):
     sink.put("x")  # one full wakeup cycle first, so the event has been set once
 
     lt.run(get(sink, what="with one item queued"), 2 * BOUND, what="taking the item")
-    # every thread but the harness's: a wait that spins in an executor spins all the same
-    before = learner_cpu_seconds()
+    # every thread but this one: a wait that spins in an executor spins all the same
+    before = others_cpu_seconds()
     got, elapsed = lt.run(_timed_get(sink, timeout=0.4), 5 * BOUND,
                           what="an empty get_batch(timeout=0.4)")
-    cpu = learner_cpu_seconds() - before
+    cpu = others_cpu_seconds() - before
     check(got == [], f"get_batch(timeout=0.4) on an empty sink returned {got!r}")
     check(cpu < 0.05 * elapsed,
           f"an empty get_batch(timeout=0.4) burnt {cpu:.2f} s of CPU in {elapsed:.2f} s: it "
@@ -524,20 +524,21 @@ def _await_waiting_consumer(lt, sink, **kwargs):
 def wait_asleep(lt) -> None:
     """Wait until the loop thread sleeps in select() with nothing to run *and* uses no CPU
     (a loop that spins passes through select() too, but never parks)."""
-    start = thread_cpu_seconds(lt.thread) or 0.0
+    # CPU of every thread but this one: the consumer's, wherever it runs
+    start = others_cpu_seconds()
 
-    def spinning() -> bool:  # 0.3 s of its own CPU: a loop that sleeps needs milliseconds
-        return (thread_cpu_seconds(lt.thread) or 0.0) - start >= 0.3
+    def spinning() -> bool:  # 0.3 s of CPU: a loop that sleeps needs milliseconds
+        return others_cpu_seconds() - start >= 0.3
 
     try:
-        wait_until(lambda: spinning() or (lt.idle() and parked(lt.thread) and lt.idle()),
+        wait_until(lambda: spinning() or (lt.idle() and quiet() and lt.idle()),
                    what="the consumer is asleep in get_batch (in select(), using no CPU)")
     except Failure as exc:
-        if lt.thread.is_alive() and not parked(lt.thread):
+        if lt.thread.is_alive() and not quiet():
             raise Failure(f"{exc}: the loop thread keeps using CPU, so get_batch spins "
                           "instead of sleeping", "never_clear") from None
         raise
-    if spinning() and not (lt.idle() and parked(lt.thread)):
+    if spinning() and not (lt.idle() and quiet()):
         fail("the consumer never fell asleep in get_batch: the loop thread used 0.3 s of "
              "CPU while waiting, so get_batch spins instead of sleeping", pitfall="never_clear")
 

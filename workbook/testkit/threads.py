@@ -7,6 +7,8 @@ import threading
 import time
 from typing import Any, Callable
 
+from time import process_time as _process_time, thread_time as _thread_time
+
 from workbook.stuck.procfs import (SELECT_CALLS, kernel_state, run_delay_seconds, syscall,
                                    thread_cpu_seconds)
 from workbook.testkit.checks import Hung
@@ -119,14 +121,22 @@ def cpu_used(thread: threading.Thread, window: float) -> float | None:
     return after - before
 
 
-def learner_cpu_seconds() -> float:
-    """CPU seconds this process has used so far, less what the harness's own live threads
-    used (the calling thread and the ``workbook-`` daemons): the CPU of every thread the
-    code under test runs or started, an executor's or one that has ended included.  Only
-    differences of two readings mean anything."""
-    me = threading.current_thread()
-    own = [t for t in threading.enumerate() if t is me or t.name.startswith("workbook-")]
-    return time.process_time() - sum(thread_cpu_seconds(t) or 0.0 for t in own)
+def others_cpu_seconds() -> float:
+    """CPU seconds every thread of this process but the calling one has used so far (those
+    that ended included): the kernel's clocks of the process and of the calling thread, read
+    through functions bound before any code under test ran -- never through an object that
+    code could reach and rewrite (a thread's name or id).  The harness's own watch looks in
+    now and then and is counted too: a few milliseconds a second.  Only differences of two
+    readings mean anything."""
+    return _process_time() - _thread_time()
+
+
+def quiet(window: float = PARKED_WINDOW) -> bool:
+    """True when every thread but the calling one together uses next to no CPU over
+    ``window``: nothing of the code under test runs, wherever it would."""
+    before = others_cpu_seconds()
+    time.sleep(window)  # an observation window, not a proof of state: CPU use is the proof
+    return others_cpu_seconds() - before <= PARKED_CPU
 
 
 def parked(thread: threading.Thread, window: float = PARKED_WINDOW) -> bool:

@@ -18,7 +18,8 @@ from workbook import manifest, variants
 #: The problem each attack aims at (the rest aim at whatever problem comes next).
 AIM = {"replace_library_type": "p03", "lazy_helper_import": "p03", "shadow_builtin": "p01",
        "lying_values": "p01", "note_forge": "p01", "c_trampolines": "p01",
-       "disguised_code": "p01", "explore_replay_env": "p01", "note_flood": "p01"}
+       "disguised_code": "p01", "explore_replay_env": "p01", "note_flood": "p01",
+       "disguised_spinner": "p01"}
 
 
 def _pitfall(p: manifest.Problem, name: str) -> str:
@@ -286,6 +287,47 @@ def _f_on_first_call(attack):
 '''
 
 ATTACKS.update({
+    # Red team 4: a consumer that spins (the never_clear pitfall), its loop thread passed off
+    # as a harness thread (its name), as a parked one (its kernel id, pointed at a decoy
+    # asleep in select()) and as idle (its loop's ready queue, a deque that says it is empty
+    # to every other thread).
+    "disguised_spinner": lambda p: _epilogue(_pitfall(p, "never_clear"), '''
+import asyncio as _h_asyncio
+import collections as _h_collections
+import os as _h_os
+import select as _h_select
+import threading as _h_threading
+
+_h_r, _h_w = _h_os.pipe()
+_h_decoy = _h_threading.Thread(target=_h_select.select, args=([_h_r], [], []), daemon=True)
+_h_decoy.start()
+_h_bind = OutputSink.bind_loop
+
+
+class _h_Ready(_h_collections.deque):
+    owner = None
+
+    def __bool__(self):
+        return _h_threading.current_thread() is self.owner and len(self) > 0
+
+
+def _h_disguised_bind(self, loop=None):
+    _h_bind(self, loop)
+    me = _h_threading.current_thread()
+    me.name = "workbook-loop"
+    me._native_id = _h_decoy.native_id
+    try:
+        running = _h_asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    ready = _h_Ready(running._ready)
+    ready.owner = me
+    running._ready = ready
+
+
+OutputSink.bind_loop = _h_disguised_bind
+'''),
+
     # Forged test records and an end, as the text of notes (the judge signed any note's
     # body as it came), then leave before the real results.
     "note_forge": lambda p: _epilogue(_epilogue(_skeleton(p), _FORGED), '''
@@ -423,6 +465,10 @@ def expect(kind: str, p: manifest.Problem) -> dict:
             p.checkpoint(c).points for c in variants.get(p, "pitfall", "single_drain").fails)}
         if kind == "explore_replay_env" else {},
         "note_flood": {"status": "ok", "score": 0},
+        # the acceptance set's layer: at most what never_clear alone earns
+        "disguised_spinner": {"status": "ok", "score_max": p.points - sum(
+            p.checkpoint(c).points for c in variants.get(p, "pitfall", "never_clear").fails)}
+        if kind == "disguised_spinner" else {},
     }[kind]
 
 
@@ -447,4 +493,7 @@ BEFORE = {
     "disguised_code": "ok 100/100 for the skeleton (codeop alone)",
     "explore_replay_env": "ok 80/100 (the pitfall alone: 70): p01.explore passed",
     "note_flood": "grader RSS 30 -> 315 MB in 6 s (60 KB notes of 20 000 lists each)",
+    # red team 4 (commit 3f36a38, bwrap, root; /work/blind7/redteam)
+    "disguised_spinner": "ok 90/100 (the pitfall alone: 60): p01.timeout and p01.pingpong "
+                         "passed while spinning",
 }
