@@ -35,7 +35,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from workbook.explore import bounded, prims, tokens
+from workbook.explore import bounded, foreign, prims, tokens
 from workbook.explore.sched import Event
 from workbook.explore.timeline import as_timeline, render
 
@@ -183,9 +183,9 @@ def explore(problem: ModuleType, path: str | os.PathLike, *, examples: int | Non
     def judged(out: Outcome) -> bool:
         """Count a run; True when the search ends with it."""
         report.runs += 1
-        foreign = prims.take_foreign()
-        if foreign:  # before its error: a thread never started may have made the call fail
-            report.uncontrolled = (f"the file starts a thread of its own ({foreign[0]}), "
+        threads = foreign.take()
+        if threads:  # before its error: a thread never started may have made the call fail
+            report.uncontrolled = (f"the file starts a thread of its own ({threads[0]}), "
                                    "which the explorer cannot schedule")
             return True
         if out.error is not None:

@@ -19,6 +19,7 @@ import types
 from collections import deque
 from typing import Any, Callable
 
+from workbook.explore import foreign
 from workbook.explore.sched import BASE, DONE, TASKS, Scheduler
 
 TIMEOUT_MAX = threading.TIMEOUT_MAX
@@ -478,42 +479,9 @@ class _Facade(types.ModuleType):
         return getattr(self._real, attr)
 
 
-#: Threads the code under exploration asked to start during a run (their classes' names),
-#: until the driver takes them: the scheduler cannot run them, so such a run shows nothing.
-_FOREIGN: list[str] = []
-
-
-def take_foreign() -> list[str]:
-    """The threads the learner's code tried to start since the last call (and forget them)."""
-    taken = _FOREIGN[:]
-    _FOREIGN.clear()
-    return taken
-
-
-class _Unscheduled:
-    """``start()`` of a thread made by the learner's code: inside a run it is noted and not
-    started (a real thread would run beside the scheduler, on the real clock); outside one it
-    starts as usual."""
-
-    def start(self) -> None:
-        s, task = _sched()
-        if s is not None and task is not None:
-            _FOREIGN.append(type(self).__name__)
-            return
-        super().start()  # type: ignore[misc]
-
-
-class Thread(_Unscheduled, threading.Thread):
-    pass
-
-
-class Timer(_Unscheduled, threading.Timer):
-    pass
-
-
 _THREADING = {"Lock": Lock, "RLock": RLock, "Condition": Condition, "Semaphore": Semaphore,
               "BoundedSemaphore": BoundedSemaphore, "Event": Event, "TIMEOUT_MAX": TIMEOUT_MAX,
-              "Thread": Thread, "Timer": Timer}
+              "Thread": foreign.Thread, "Timer": foreign.Timer}
 _TIME = {"monotonic": monotonic, "monotonic_ns": monotonic_ns, "time": wall_time,
          "time_ns": wall_time_ns, "perf_counter": monotonic, "perf_counter_ns": monotonic_ns,
          "sleep": sleep}
