@@ -121,12 +121,18 @@ def test_the_watch_names_a_thread_kept_waiting_for_the_gil_and_the_thread_that_h
         look_until(watch, lambda: time.monotonic() - watch.started >= 2.0
                    and min(watch.seen.values(), default=0) >= 5, pause=0.02)
         said, spinning = watch.waiting_for_gil(), watch.spinning()
-    assert len(said) == 1, (said, spinning)
+        used, wanted = watch._used(next(t for t in watch.last_cpu if t.name == "hog"))
+    # the thread kept off the interpreter is not called a spinner; the one holding it may be
+    assert not any("'worker'" in line for line in spinning), spinning
+    if not said and used < 0.5 * wanted:
+        # The machine kept even the holder waiting for a CPU most of the time (a fresh-clone
+        # CI beside two CPU burners: 0.3 s of CPU in 2.8 s): waiting for the GIL cannot be
+        # told from waiting for a CPU then, and saying nothing is right.
+        return
+    assert len(said) == 1, (said, spinning, used, wanted)
     assert said[0].startswith("thread 'worker' was waiting for the GIL at "), said
     # where it waits: its loop (the GIL changes hands at a call or a jump back)
     assert re.search(r"gilhog\.py:(7: `while not stop\.is_set\(\):`|8: `n \+= 1`)",
                      said[0]), said
     assert "while thread 'hog' kept the interpreter" in said[0], said
     assert "mostly at " in said[0] and "gilhog.py:3: `sum(range(4_000_000))`" in said[0], said
-    # the thread kept off the interpreter is not called a spinner; the one holding it may be
-    assert not any("'worker'" in line for line in spinning), spinning
