@@ -193,8 +193,8 @@ def from_dict(data: dict) -> Record:
     record = cls(**values)  # every field has a default: no TypeError
     if cls is Start and record.schema != SCHEMA:
         raise ReportError(f"a report of schema {record.schema!r}; this harness reads {SCHEMA}")
-    if cls is TestDone and record.outcome not in OUTCOMES:  # type: ignore[attr-defined]
-        raise ReportError(f"a test outcome {record.outcome[:40]!r}, not one of "  # type: ignore[attr-defined]
+    if isinstance(record, TestDone) and record.outcome not in OUTCOMES:
+        raise ReportError(f"a test outcome {record.outcome[:40]!r}, not one of "
                           f"{', '.join(OUTCOMES)}")
     return record
 

@@ -192,9 +192,19 @@ def test_a_queue_that_blocks_outside_the_explorers_control_stops_the_search_and_
     report = driver.explore(p03, str(variants.materialize(v)))
     assert report.found is None
     assert report.uncontrolled.endswith(
-        " ran for 3 s without reaching a lock, a wait or the clock the explorer controls"), \
-        report.uncontrolled
+        " ran for 3 s without reaching a lock, a wait or the clock the explorer controls (a "
+        "primitive outside threading/time, such as a ready-made queue?)"), report.uncontrolled
     assert report.uncontrolled.split()[0].startswith("T"), report.uncontrolled
+
+
+def test_a_thread_the_file_starts_in_a_run_is_not_started_and_the_search_stops_saying_so():
+    # A threading.Timer delivers the deadline: correct, and not schedulable by the explorer.
+    from workbook.explore import p01
+    path = dict(variants.alternates(manifest.get("p01")))["deadline_on_a_timer_thread"]
+    report = driver.explore(p01, str(path))
+    assert report.found is None
+    assert report.uncontrolled == ("the file starts a thread of its own (Timer), which the "
+                                   "explorer cannot schedule"), report.uncontrolled
 
 
 def test_a_graded_run_explores_with_the_settings_pinned_before_the_learner_import(monkeypatch):

@@ -1310,6 +1310,7 @@ stage = sys.argv[1]
 sys.path.insert(0, stage)
 from workbook.grading.sandbox import guard
 classify, refusals, _ = guard.install(stage)
+sys.path[1:1] = [stage + "/tests"]
 sys.path.append(stage + "/submission")
 import harness_side, learner
 results = {}
@@ -1392,7 +1393,10 @@ def thread_trace():
 '''
 
 
-def test_the_audit_hook_refuses_the_escape_hatches_and_lets_correct_code_run(tmp_path):
+def _guard_run(tmp_path: Path, script: str, harness_side: str,
+               learner: str) -> subprocess.CompletedProcess:
+    """``script`` run with a stage of the guard alone: ``tests/harness_side.py`` (harness
+    code) and ``submission/learner.py`` beside it; the stage is its first argument."""
     stage = tmp_path / "stage"
     (stage / "workbook" / "grading" / "sandbox").mkdir(parents=True)
     (stage / "tests").mkdir()
@@ -1400,12 +1404,15 @@ def test_the_audit_hook_refuses_the_escape_hatches_and_lets_correct_code_run(tmp
     for rel in ("workbook/__init__.py", "workbook/grading/__init__.py",
                 "workbook/grading/sandbox/__init__.py", "workbook/grading/sandbox/guard.py"):
         shutil.copy(ROOT / rel, stage / rel)
-    (stage / "tests" / "harness_side.py").write_text(_HARNESS_SIDE)
-    (stage / "submission" / "learner.py").write_text(_LEARNER)
+    (stage / "tests" / "harness_side.py").write_text(harness_side)
+    (stage / "submission" / "learner.py").write_text(learner)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    out = subprocess.run([sys.executable, "-I", "-c", _GUARD_CHECK.replace(
-        "import harness_side", f"sys.path.insert(1, {str(stage / 'tests')!r}); import harness_side"),
-        str(stage)], capture_output=True, text=True, timeout=60, env=env)
+    return subprocess.run([sys.executable, "-I", "-c", script, str(stage)],
+                          capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_the_audit_hook_refuses_the_escape_hatches_and_lets_correct_code_run(tmp_path):
+    out = _guard_run(tmp_path, _GUARD_CHECK, _HARNESS_SIDE, _LEARNER)
     assert out.returncode == 0, out.stderr[-2000:]
     results = eval(out.stdout.splitlines()[0])  # noqa: S307 - our own script's dict
     refused = {"getframe", "current_frames", "gc_objects", "settrace", "set_code", "tb_frame",
@@ -1447,20 +1454,9 @@ def test_an_exception_ignored_in_harness_code_is_printed_and_nothing_is_refused(
     frame: the guard must not take that for the submission compiling code under a harness
     name (a fork-bomb file was graded tampered that way when the import watch's
     interruption landed in an at-fork handler)."""
-    stage = tmp_path / "stage"
-    (stage / "workbook" / "grading" / "sandbox").mkdir(parents=True)
-    (stage / "tests").mkdir()
-    (stage / "submission").mkdir()
-    for rel in ("workbook/__init__.py", "workbook/grading/__init__.py",
-                "workbook/grading/sandbox/__init__.py", "workbook/grading/sandbox/guard.py"):
-        shutil.copy(ROOT / rel, stage / rel)
-    (stage / "tests" / "harness_side.py").write_text(_DROPPED)
-    (stage / "submission" / "learner.py").write_text(
-        "import harness_side\n\n\ndef drops_a_harness_object():\n"
-        "    harness_side.Dropped()\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    out = subprocess.run([sys.executable, "-I", "-c", _IGNORED_CHECK, str(stage)],
-                         capture_output=True, text=True, timeout=60, env=env)
+    out = _guard_run(tmp_path, _IGNORED_CHECK, _DROPPED,
+                     "import harness_side\n\n\ndef drops_a_harness_object():\n"
+                     "    harness_side.Dropped()\n")
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]", out.stdout
     assert "Exception ignored in: <function Dropped.__del__" in out.stderr, out.stderr

@@ -310,9 +310,7 @@ def check(problem: ModuleType, path: str | os.PathLike) -> None:
     if report.found is not None:
         fail(report.found.message(), timeline=report.found.timeline())
     if report.uncontrolled:
-        note("exploration stopped early: " + report.uncontrolled +
-             ("" if "thread of its own" in report.uncontrolled else
-              " (a primitive outside threading/time, such as a ready-made queue?)"))
+        note("exploration stopped early: " + report.uncontrolled)
     else:
         note(f"explored {report.runs} scenarios in {report.seconds:.1f} s (seed {seed}): none "
              "breaks the contract")

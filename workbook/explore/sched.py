@@ -177,7 +177,8 @@ class RunInfo:
         """Why an ``uncontrolled`` run was given up: ``controlled`` lists what the problem's
         explorer controls ("a lock, a wait or the clock")."""
         return (f"{self.spinner} ran for {WALL_LIMIT:g} s without reaching {controlled} the "
-                "explorer controls")
+                "explorer controls (a primitive outside threading/time, such as a ready-made "
+                "queue?)")
 
 
 class Scheduler:

@@ -48,10 +48,9 @@ __all__ = [
     "WaitTimedOut", "Watch", "Watchdog", "add_stuck_hook", "asleep_in_selector",
     "begin_check", "bounded", "check", "cpu_used", "current_frames", "done_within", "fail",
     "finished", "interrupt_thread", "is_submission_code", "join", "kernel_state", "note",
-    "others_cpu_seconds",
-    "parked", "quiet", "release_interrupts", "run_delay_seconds", "run_hooked", "set_learner_file",
-    "set_note_sink", "stacks", "start_daemon", "thread_cpu_seconds", "wait_event",
-    "wait_until", "watch",
+    "others_cpu_seconds", "parked", "quiet", "release_interrupts", "run_delay_seconds",
+    "run_hooked", "set_learner_file", "set_note_sink", "stacks", "start_daemon",
+    "thread_cpu_seconds", "wait_event", "wait_until", "watch",
 ]
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import ctypes
 import threading
 import time
-from typing import Any, Callable
-
 from time import process_time as _process_time, thread_time as _thread_time
+from typing import Any, Callable
 
 from workbook.stuck.procfs import (SELECT_CALLS, kernel_state, run_delay_seconds, syscall,
                                    thread_cpu_seconds)
