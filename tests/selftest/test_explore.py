@@ -8,6 +8,7 @@ from workbook import manifest, variants
 from workbook.explore import driver, p03
 from workbook.explore.oracle import Call, linearize
 from workbook.explore.scenario import Scenario, parse_token, token
+from workbook.explore.sched import POLL_WAKES
 
 REFERENCE = manifest.get("p03").solution_file
 
@@ -228,3 +229,40 @@ def test_a_graded_run_explores_with_the_settings_pinned_before_the_learner_impor
     monkeypatch.setenv("WORKBOOK_EXPLORE_SEED", "99")
     driver.check(p03, REFERENCE)
     assert seen == {"seconds": None, "seed": 17}
+
+
+def _timed_waits(tmp_path, seconds: float):
+    """The reference with every untimed wait turned into ``wait(seconds)`` in its loop."""
+    text = REFERENCE.read_text()
+    for old in ("self._wait(self._not_full)", "self._wait(self._not_empty)",
+                "self._wait(cond)"):
+        assert old in text
+        text = text.replace(old, old[:-1] + f", {seconds})")
+    tmp_path.mkdir()
+    path = tmp_path / f"{manifest.get('p03').module}.py"
+    path.write_text(text)
+    return p03.load(path)
+
+
+def test_a_waiter_that_wakes_every_millisecond_polls_and_one_that_wakes_every_20_ms_does_not(
+        tmp_path):
+    blocked = Scenario(1, ["obj"], [[["put", "obj", None, 0]]], seed=1)  # waits for good
+    safety_net = p03.run(_timed_waits(tmp_path / "net", 0.02), blocked)
+    assert safety_net.problem is None, safety_net.problem
+    poller = p03.run(_timed_waits(tmp_path / "poll", 0.001), blocked)
+    assert poller.problem is not None and "it polls" in poller.problem, poller.problem
+    # ended at the evidence (a wait and its time-out each wake-up), not after 3 s of idling
+    assert len(poller.events) <= 2 * POLL_WAKES + 10 < len(safety_net.events)
+
+
+def test_a_long_run_of_one_step_or_one_pair_of_steps_is_shown_as_a_count():
+    from workbook.explore.sched import Event
+    from workbook.explore.timeline import collapse
+    waits = [Event(i, 1, i / 10, "waits" if i % 2 else "times out") for i in range(1, 41)]
+    events = [Event(0, 1, 0.0, "calls put(x)"), *waits, Event(41, 2, 4.1, "calls take()")]
+    shown = [e.text for e in collapse(events)]
+    assert shown == ["calls put(x)", "waits", "times out", "waits", "times out",
+                     "… the same two steps 17 more times …", "waits", "times out",
+                     "calls take()"]
+    few = events[:6]  # four repeats: shown as they are
+    assert collapse(few) == few

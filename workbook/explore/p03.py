@@ -27,7 +27,7 @@ from workbook.explore.p03_judge import judge, kept_alive
 from workbook.explore.values import Item, OddEq
 from workbook.explore.scenario import (BAD_CAPACITIES, Scenario, capacity_value, op_label,
                                        pairs, scenarios, systematic, timeout_value, triples)
-from workbook.explore.sched import Abandon, Scheduler
+from workbook.explore.sched import POLL_SPAN, POLL_WAKES, Abandon, Scheduler
 
 PROBLEM = "p03"
 #: The default exploration of ``./check.sh p03``: scenarios, and the seed they are drawn with.
@@ -76,7 +76,7 @@ def run(module: Any, sc: Scenario, choices: Choices | None = None) -> Outcome:
                       faults=[lambda: fault("injected")] if fault else [],
                       spurious=sc.spurious, late=sc.late, jump=sc.jump,
                       fault_chance=1.0 if sc.late else 0.35,
-                      learner_files=learner, choices=choices)
+                      learner_files=learner, choices=choices, polls=True)
     calls: list[Call] = []
     box: dict[str, Any] = {}
     counter = [0]
@@ -181,6 +181,11 @@ def run(module: Any, sc: Scenario, choices: Choices | None = None) -> Outcome:
     if info.ended == "spinning":
         out.problem = (f"{info.spinner} kept running without ever waiting: it spins (it "
                        "never parks while it cannot go on)")
+        return out
+    if info.ended == "polling":
+        out.problem = (f"{info.spinner} woke up by itself {POLL_WAKES} times in "
+                       f"{POLL_SPAN:g} s while nothing changed: it polls (sleeps a little "
+                       "and looks again) instead of waiting until another thread wakes it")
         return out
     out.problem = judge(module, sc, calls, sched, pending)
     if out.problem is None:  # called here, where no local names an item any more

@@ -45,6 +45,14 @@ IDLE = 3.0
 SPIN_STEPS = 4000
 #: Real seconds a thread may run without reaching a point before the run is given up.
 WALL_LIMIT = 3.0
+#: Polling: with ``polls`` on, this many wake-ups of one thread by a deadline (a sleep, a
+#: timed wait) within ``POLL_SPAN`` virtual seconds, no operation starting or ending between.  A
+#: thread that sleeps a millisecond at a time until something changes would otherwise make
+#: a run of thousands of points (the clock moves, so it is not spinning), and a systematic
+#: walk of hundreds of such runs takes minutes.  One wake-up every 5 ms or more often: the
+#: acceptance sets' quiet windows already call a thread that wakes that often polling.
+POLL_WAKES = 100
+POLL_SPAN = 0.5
 
 #: CPython 3.10 copies a traced frame's variables into ``f_locals`` before each call of a
 #: Python trace function and back after it, cells and free variables included: a switch to
@@ -169,7 +177,8 @@ class _Worker:
 @dataclass
 class RunInfo:
     """How a run ended, besides what its operations returned."""
-    ended: str = "finished"  # "finished" | "blocked" | "idle" | "spinning" | "uncontrolled"
+    ended: str = "finished"  # "finished" | "blocked" | "idle" | "spinning" | "polling"
+    #                          | "uncontrolled"
     steps: int = 0
     spinner: str = ""
 
@@ -194,7 +203,7 @@ class Scheduler:
                  choices: Any = None,
                  on_line: Callable[[Task, Any], None] | None = None,
                  lags: dict[tuple[int, int], float] | None = None,
-                 slow: dict[int, float] | None = None) -> None:
+                 slow: dict[int, float] | None = None, polls: bool = False) -> None:
         # Every decision of a run: a seeded Random, or a ``bounded.Choices`` that takes
         # them from a script (systematic exploration); both offer random() and randrange().
         self.rng = choices if choices is not None else random.Random(seed)
@@ -217,6 +226,10 @@ class Scheduler:
         self.crash: BaseException | None = None
         self._still = 0  # points since the clock last moved or an operation ended
         self._last_progress = 0.0  # virtual time of the last operation start or end
+        # With ``polls``: per task, when it woke by a deadline since the last progress
+        # (the latest ``POLL_WAKES`` times).
+        self.polls = polls
+        self._wakes: dict[int, list[float]] = {}
         # Called at every line of the learner's files a task runs (before any preemption
         # there): a signal handler landing between two lines, say.  Tracing costs, so only
         # with line preemption or this hook.
@@ -286,6 +299,7 @@ class Scheduler:
         """An operation started or ended: the run is not idle nor spinning."""
         self._still = 0
         self._last_progress = self.now
+        self._wakes.clear()
 
     def name_of(self, obj: Any, default: str) -> str:
         return self.names.get(id(obj), default)
@@ -476,6 +490,8 @@ class Scheduler:
                 for t in timed:
                     if t.deadline <= self.now:  # type: ignore[operator]
                         t.state, t.reason = READY, "timeout"
+                        if self._polling(t):
+                            return
                 continue
             if self._preempted is not None:
                 if len(ready) > 1 and self._preempted in ready:
@@ -490,6 +506,22 @@ class Scheduler:
                 return
             if self.crash is not None:
                 return
+
+    def _polling(self, task: Task) -> bool:
+        """Count ``task``'s wake-up by its deadline; True (the run ends as ``polling``) once
+        the latest ``POLL_WAKES`` of them, with no progress between, came within
+        ``POLL_SPAN``."""
+        if not self.polls:
+            return False
+        wakes = self._wakes.setdefault(task.index, [])
+        wakes.append(self.now)
+        if len(wakes) > POLL_WAKES:
+            del wakes[0]
+        if len(wakes) < POLL_WAKES or self.now - wakes[0] > POLL_SPAN:
+            return False
+        self.info.ended = "polling"
+        self.info.spinner = task.name
+        return True
 
     def _maybe_fault(self) -> None:
         if self.faults:

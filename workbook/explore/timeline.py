@@ -13,6 +13,45 @@ from workbook.explore.sched import BASE, Event
 TOTAL = 76
 
 
+#: A step (or a pair of steps) repeated more often than this in a row is shown this many
+#: times, then once as a count, then its last time: a thread that polls a hundred times
+#: is one story, not a hundred rows.
+KEEP = 2
+
+
+def _key(event: Event) -> tuple:
+    return event.task, event.text, event.line
+
+
+def collapse(events: Sequence[Event], keep: int = KEEP) -> list[Event]:
+    """``events`` with each long run of one repeated step, or of one repeated pair of steps
+    (a wait and its time-out), cut to ``keep`` repeats, a line counting the rest, and the
+    last repeat."""
+    out: list[Event] = []
+    i = 0
+    while i < len(events):
+        for period in (1, 2):
+            block = [_key(e) for e in events[i:i + period]]
+            repeats = 1
+            while [_key(e) for e in events[i + repeats * period:i + (repeats + 1) * period]] \
+                    == block:
+                repeats += 1
+            if len(block) == period and repeats > keep + 2:
+                out.extend(events[i:i + keep * period])
+                last = i + (repeats - 1) * period
+                hidden = repeats - keep - 1
+                what = "step" if period == 1 else "two steps"
+                out.append(Event(events[last - 1].step, events[i].task, events[last - 1].now,
+                                 f"… the same {what} {hidden} more times …"))
+                out.extend(events[last:last + period])
+                i += repeats * period
+                break
+        else:
+            out.append(events[i])
+            i += 1
+    return out
+
+
 def _cell(event: Event) -> str:
     return event.text + (f" (L{event.line})" if event.line is not None else "")
 
@@ -20,7 +59,7 @@ def _cell(event: Event) -> str:
 def rows(events: Sequence[Event], names: Sequence[str]) -> list[tuple[str, float, list[str]]]:
     """(label, virtual time, one cell per thread) for each event worth showing."""
     out = []
-    for n, event in enumerate(events, 1):
+    for n, event in enumerate(collapse(events), 1):
         cells = [""] * len(names)
         if 0 <= event.task < len(names):
             cells[event.task] = _cell(event)
@@ -34,7 +73,7 @@ def render(events: Sequence[Event], names: Sequence[str], total: int = TOTAL) ->
     """The timeline as fixed-width text: what the setup (column 0) did first as a list,
     then one column per thread, then the learner's lines the cells name."""
     setup = [e for e in events if e.task == 0]
-    rest = [e for e in events if e.task != 0]
+    rest = collapse([e for e in events if e.task != 0])
     cols = list(names[1:])
     width = max(14, (total - 13) // max(len(cols), 1) - 3)
     lines = []
@@ -77,4 +116,4 @@ def as_timeline(events: Sequence[Event], names: Sequence[str], title: str) -> di
                       for label, now, cells in rows(events, names)]}
 
 
-__all__ = ["render", "rows", "as_timeline", "BASE"]
+__all__ = ["render", "rows", "as_timeline", "collapse", "BASE"]
