@@ -14,7 +14,7 @@ import pytest
 from tests.p03.support import (abandon, call, conditions, finish, notify_all, quiet,
                                settle, wait_parked)
 from workbook.testkit import (BOUND, check, fail, is_submission_code, kernel_state, note,
-                              parked, run_delay_seconds, run_hooked, start_daemon,
+                              kernel_tid, parked, run_delay_seconds, run_hooked, start_daemon,
                               thread_cpu_seconds, wait_until)
 
 
@@ -192,7 +192,7 @@ def _timed(thread_fn, timeout: float, wake: bool, q) -> tuple[object, float, boo
         if conds and quiet(worker, 0.01):
             notify_all(conds)
         worker.join(0.001)
-        queued = max(queued, run_delay_seconds(worker.native_id))
+        queued = max(queued, run_delay_seconds(kernel_tid(worker)))
     finished = not worker.is_alive()
     if not finished:
         worker.join(timeout + BOUND)  # it should at least finish once the wakeups stop

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from workbook.stuck import frames as fr
 from workbook.stuck.decide import classify
 from workbook.stuck.model import Held, Snapshot, ThreadLook
-from workbook.stuck.procfs import (SELECT_CALLS, children_alive, kernel_state, syscall,
+from workbook.stuck.procfs import (SELECT_CALLS, children_alive, kernel_state, kernel_tid, syscall,
                                    thread_cpu_seconds)
 
 
@@ -66,7 +66,7 @@ def _locks(look: ThreadLook, session: Session) -> None:
 def look_at(thread: threading.Thread, frames: list, deadline: float,
             session: Session) -> ThreadLook:
     """One thread, at this moment."""
-    tid = getattr(thread, "native_id", None)
+    tid = kernel_tid(thread)
     cpu = thread_cpu_seconds(thread)
     kstate = kernel_state(thread)
     call = syscall(tid) if tid is not None else None

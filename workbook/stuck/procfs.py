@@ -6,18 +6,44 @@ ends), and whether the process has a child.  Plain values in, plain values out.
 """
 from __future__ import annotations
 
+import _thread
 import fcntl
 import os
 import sys
 import threading
 import time
+import weakref
 from typing import NamedTuple
+
+#: The calling thread's kernel id, bound when the harness is imported (before any code under
+#: test exists, so none can have replaced it).
+_gettid = _thread.get_native_id
+#: Kernel ids of the threads the harness runs code under test in, each recorded by the thread
+#: itself (``note_tid``) in harness code, before it runs any of that code.  A thread object's
+#: ``native_id`` is an attribute the code under test can rewrite (say, to the id of a thread
+#: of its own asleep in ``select()``, while the real one polls): what the kernel says of a
+#: thread is read through this table first.
+_TIDS: "weakref.WeakKeyDictionary[threading.Thread, int]" = weakref.WeakKeyDictionary()
+
+
+def note_tid(thread: threading.Thread) -> None:
+    """Record the kernel id of the calling thread, ``thread``."""
+    _TIDS[thread] = _gettid()
+
+
+note_tid(threading.main_thread())  # the harness is imported in the main thread
+
+
+def kernel_tid(thread: threading.Thread) -> int | None:
+    """``thread``'s kernel id: as recorded by ``note_tid``, else its ``native_id``."""
+    tid = _TIDS.get(thread)
+    return tid if tid is not None else getattr(thread, "native_id", None)
 
 
 def thread_cpu_seconds(thread: threading.Thread) -> float | None:
     """CPU seconds ``thread`` has used so far (its own per-thread CPU clock), or None once it
     has ended.  Read through the kernel thread id, so a finished thread is never touched."""
-    tid = getattr(thread, "native_id", None)
+    tid = kernel_tid(thread)
     if tid is None or not thread.is_alive():
         return None
     # Linux encodes a thread's CPU clock as ~tid << 3 | CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED
@@ -37,7 +63,7 @@ def run_delay_seconds(tid: int | None = None, pid: int | str = "self") -> float:
     """Seconds the thread ``tid`` (the calling one by default) of process ``pid`` (this one by
     default) has spent ready to run but waiting for a CPU (``/proc`` schedstat's run delay);
     0.0 where the kernel does not say."""
-    tid = threading.get_native_id() if tid is None else tid
+    tid = _gettid() if tid is None else tid
     try:
         with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
             return int(f.read().split()[1]) / 1e9
@@ -53,7 +79,7 @@ def thread_demand_seconds(thread: threading.Thread) -> float | None:
     cpu = thread_cpu_seconds(thread)
     if cpu is None:
         return None
-    return cpu + run_delay_seconds(thread.native_id)
+    return cpu + run_delay_seconds(kernel_tid(thread))
 
 
 def current_cpu() -> int | None:
@@ -69,7 +95,7 @@ def current_cpu() -> int | None:
 def kernel_state(thread: threading.Thread) -> str | None:
     """The kernel's one-letter state of ``thread`` ('R' running, 'S' sleeping, ...), or None
     where /proc is not available or the thread has ended."""
-    tid = getattr(thread, "native_id", None)
+    tid = kernel_tid(thread)
     if tid is None:
         return None
     try:

@@ -28,7 +28,7 @@ from workbook.stuck.code import is_submission_code
 from workbook.stuck.detector import DETECTOR, CheckLog, Watch
 from workbook.stuck.frames import current_frames, run_hooked, stacks
 from workbook.stuck.model import Snapshot, ThreadLook, Verdict
-from workbook.stuck.procfs import kernel_state, run_delay_seconds, thread_cpu_seconds
+from workbook.stuck.procfs import kernel_state, kernel_tid, run_delay_seconds, thread_cpu_seconds
 from workbook.testkit.checks import Failure, Hung, check, fail, note, set_note_sink
 from workbook.testkit.loop import Guard, LoopThread, bounded
 from workbook.testkit.threads import (DaemonThread, Stopwatch, asleep_in_selector, cpu_used,
@@ -47,8 +47,8 @@ __all__ = [
     "Verdict",
     "WaitTimedOut", "Watch", "Watchdog", "add_stuck_hook", "asleep_in_selector",
     "begin_check", "bounded", "check", "cpu_used", "current_frames", "done_within", "fail",
-    "finished", "interrupt_thread", "is_submission_code", "join", "kernel_state", "note",
-    "others_cpu_seconds", "parked", "quiet", "release_interrupts", "run_delay_seconds",
+    "finished", "interrupt_thread", "is_submission_code", "join", "kernel_state", "kernel_tid",
+    "note", "others_cpu_seconds", "parked", "quiet", "release_interrupts", "run_delay_seconds",
     "run_hooked", "set_learner_file", "set_note_sink", "stacks", "start_daemon",
     "thread_cpu_seconds", "wait_event", "wait_until", "watch",
 ]

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from workbook.stuck.detector import DETECTOR
 from workbook.stuck.model import Verdict
+from workbook.stuck.procfs import note_tid
 from workbook.testkit.checks import Hung
 from workbook.testkit.threads import asleep_in_selector, interrupt_thread
 from workbook.testkit.waits import raise_outcome, wait_outcome, wait_until
@@ -92,6 +93,7 @@ class LoopThread:
         self._ready.wait(BOUND)
 
     def _main(self) -> None:
+        note_tid(self.thread)  # before any code under test runs here (``procfs.kernel_tid``)
         asyncio.set_event_loop(self.loop)
         self.loop.call_soon(self._ready.set)
         while True:

@@ -19,12 +19,17 @@ from workbook import manifest, variants
 AIM = {"replace_library_type": "p03", "lazy_helper_import": "p03", "shadow_builtin": "p01",
        "lying_values": "p01", "note_forge": "p01", "c_trampolines": "p01",
        "disguised_code": "p01", "explore_replay_env": "p01", "note_flood": "p01",
-       "disguised_spinner": "p01"}
+       "disguised_spinner": "p01", "disguised_poller": "p03"}
 
 
 def _pitfall(p: manifest.Problem, name: str) -> str:
     from tests.selftest.grading.battery import self_contained
     return self_contained(variants.materialize(variants.get(p, "pitfall", name)))
+
+
+def _wrong(p: manifest.Problem, name: str) -> str:
+    from tests.selftest.grading.battery import self_contained
+    return self_contained(variants.materialize(variants.get(p, "wrong", name)))
 
 
 def _skeleton(p: manifest.Problem) -> str:
@@ -328,6 +333,29 @@ def _h_disguised_bind(self, loop=None):
 OutputSink.bind_loop = _h_disguised_bind
 '''),
 
+    # A P03 queue that polls, each of whose waiting threads points its kernel id at a decoy
+    # asleep in select(): the parked checks looked at the decoy.
+    "disguised_poller": lambda p: _epilogue(_wrong(p, "sleeps_instead_of_waiting"), '''
+import os as _h_os
+import select as _h_select
+import threading as _h_threading
+
+_h_r, _h_w = _h_os.pipe()
+_h_decoy = _h_threading.Thread(target=_h_select.select, args=([_h_r], [], []), daemon=True)
+_h_decoy.start()
+
+
+def _h_disguised(method):
+    def call(self, *args, **kwargs):
+        _h_threading.current_thread()._native_id = _h_decoy.native_id
+        return method(self, *args, **kwargs)
+    return call
+
+
+for _h_name in ("put", "take", "offer", "poll"):
+    setattr(BoundedBlockingQueue, _h_name, _h_disguised(getattr(BoundedBlockingQueue, _h_name)))
+'''),
+
     # Forged test records and an end, as the text of notes (the judge signed any note's
     # body as it came), then leave before the real results.
     "note_forge": lambda p: _epilogue(_epilogue(_skeleton(p), _FORGED), '''
@@ -469,6 +497,10 @@ def expect(kind: str, p: manifest.Problem) -> dict:
         "disguised_spinner": {"status": "ok", "score_max": p.points - sum(
             p.checkpoint(c).points for c in variants.get(p, "pitfall", "never_clear").fails)}
         if kind == "disguised_spinner" else {},
+        "disguised_poller": {"status": "ok", "score_max": p.points - sum(
+            p.checkpoint(c).points
+            for c in variants.get(p, "wrong", "sleeps_instead_of_waiting").fails)}
+        if kind == "disguised_poller" else {},
     }[kind]
 
 
@@ -496,4 +528,7 @@ BEFORE = {
     # red team 4 (commit 3f36a38, bwrap, root; /work/blind7/redteam)
     "disguised_spinner": "ok 90/100 (the pitfall alone: 60): p01.timeout and p01.pingpong "
                          "passed while spinning",
+    # red team 4's open item, written as an attack (commit efd9e91, ./check.sh p03)
+    "disguised_poller": "p03.put_blocks, p03.spurious and p03.shutdown passed while put() "
+                        "polled (the wrong variant alone fails them)",
 }
