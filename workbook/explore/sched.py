@@ -21,6 +21,7 @@ import linecache
 import random
 import sys
 import threading
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -45,12 +46,10 @@ IDLE = 3.0
 SPIN_STEPS = 4000
 #: Real seconds a thread may run without reaching a point before the run is given up.
 WALL_LIMIT = 3.0
-#: Polling: with ``polls`` on, this many wake-ups of one thread by a deadline (a sleep, a
-#: timed wait) within ``POLL_SPAN`` virtual seconds, no operation starting or ending between.  A
-#: thread that sleeps a millisecond at a time until something changes would otherwise make
-#: a run of thousands of points (the clock moves, so it is not spinning), and a systematic
-#: walk of hundreds of such runs takes minutes.  One wake-up every 5 ms or more often: the
-#: acceptance sets' quiet windows already call a thread that wakes that often polling.
+#: With ``polls``: this many wake-ups of one thread by its deadline in ``POLL_SPAN`` virtual s,
+#: nothing starting or ending between, is polling (every 5 ms or more often: the acceptance
+#: sets reject it too).  The clock moves, so it is not spinning, but each such run is
+#: thousands of points long, and a systematic walk of them takes minutes.
 POLL_WAKES = 100
 POLL_SPAN = 0.5
 
@@ -177,8 +176,7 @@ class _Worker:
 @dataclass
 class RunInfo:
     """How a run ended, besides what its operations returned."""
-    ended: str = "finished"  # "finished" | "blocked" | "idle" | "spinning" | "polling"
-    #                          | "uncontrolled"
+    ended: str = "finished"  # finished | blocked | idle | spinning | polling | uncontrolled
     steps: int = 0
     spinner: str = ""
 
@@ -226,10 +224,8 @@ class Scheduler:
         self.crash: BaseException | None = None
         self._still = 0  # points since the clock last moved or an operation ended
         self._last_progress = 0.0  # virtual time of the last operation start or end
-        # With ``polls``: per task, when it woke by a deadline since the last progress
-        # (the latest ``POLL_WAKES`` times).
-        self.polls = polls
-        self._wakes: dict[int, list[float]] = {}
+        self.polls = polls  # per task: when it woke by its deadline since the last progress
+        self._wakes: dict[int, deque[float]] = {}
         # Called at every line of the learner's files a task runs (before any preemption
         # there): a signal handler landing between two lines, say.  Tracing costs, so only
         # with line preemption or this hook.
@@ -508,19 +504,12 @@ class Scheduler:
                 return
 
     def _polling(self, task: Task) -> bool:
-        """Count ``task``'s wake-up by its deadline; True (the run ends as ``polling``) once
-        the latest ``POLL_WAKES`` of them, with no progress between, came within
-        ``POLL_SPAN``."""
-        if not self.polls:
-            return False
-        wakes = self._wakes.setdefault(task.index, [])
+        """Count ``task``'s wake-up by its deadline; True once it polls (``POLL_WAKES``)."""
+        wakes = self._wakes.setdefault(task.index, deque(maxlen=POLL_WAKES))
         wakes.append(self.now)
-        if len(wakes) > POLL_WAKES:
-            del wakes[0]
-        if len(wakes) < POLL_WAKES or self.now - wakes[0] > POLL_SPAN:
+        if not self.polls or len(wakes) < POLL_WAKES or self.now - wakes[0] > POLL_SPAN:
             return False
-        self.info.ended = "polling"
-        self.info.spinner = task.name
+        self.info.ended, self.info.spinner = "polling", task.name
         return True
 
     def _maybe_fault(self) -> None:
