@@ -25,7 +25,7 @@ import time
 from typing import Any, Callable
 
 from workbook.stuck.code import is_kit
-from workbook.stuck.procfs import kernel_tid, syscall
+from workbook.stuck.procfs import kernel_tid, thread_syscall
 from workbook.testkit import (BOUND, PARKED_CPU, DaemonThread, Failure, fail, interrupt_thread,
                               kernel_state, run_hooked, stacks, start_daemon,
                               thread_cpu_seconds, wait_until)
@@ -200,8 +200,7 @@ def _wakes_itself(thread: threading.Thread) -> bool:
     """The kernel says ``thread`` is in a wait with a timeout (``time.sleep``, say), or
     running: quiet, but it wakes by itself, so nobody failed to wake it; the bound decides,
     and its message says where the time went."""
-    tid = kernel_tid(thread)
-    call = syscall(tid) if tid is not None else None
+    call = thread_syscall(thread)
     return call is None or call.timed is True  # None: running right now, or unreadable
 
 

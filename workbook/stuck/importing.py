@@ -20,8 +20,8 @@ from typing import Callable
 from workbook.stuck import frames as fr
 from workbook.stuck.code import code_only, shown
 from workbook.stuck.decide import spins
-from workbook.stuck.procfs import (SELECT_CALLS, SLEEP_CALLS, kernel_state, kernel_tid, syscall,
-                                   thread_cpu_seconds, thread_demand_seconds)
+from workbook.stuck.procfs import (SELECT_CALLS, SLEEP_CALLS, kernel_state, thread_cpu_seconds,
+                                   thread_demand_seconds, thread_syscall)
 from workbook.tuning import IMPORT_GIVE_UP, IMPORT_PATIENCE, LOOK_INTERVAL, STILL_CPU
 
 
@@ -81,7 +81,7 @@ class ImportWatch:
             looks += 1
             stack = fr.stacks({self.main.ident}).get(self.main.ident, [])
             learner = [f for f in stack if self._is_learner(f.f_code.co_filename)]
-            call = syscall(kernel_tid(self.main)) if kernel_tid(self.main) else None
+            call = thread_syscall(self.main)
             slept += call is not None and call.name in SLEEP_CALLS
             if demand - last_demand > STILL_CPU:
                 moved += 1
@@ -138,7 +138,7 @@ class ImportWatch:
                 f"{elapsed:.1f} s; code at module level runs on import)")
 
     def _blocked(self, stack: list, learner: list, elapsed: float) -> str:
-        call = syscall(kernel_tid(self.main)) if kernel_tid(self.main) is not None else None
+        call = thread_syscall(self.main)
         name = call.name if call is not None else ""
         inner = learner[0]
         head = f"importing the file did not finish: after {elapsed:.1f} s it is "

@@ -12,8 +12,8 @@ from typing import Any, Protocol
 from workbook.stuck import frames as fr
 from workbook.stuck.decide import classify
 from workbook.stuck.model import Held, Snapshot, ThreadLook
-from workbook.stuck.procfs import (SELECT_CALLS, children_alive, kernel_state, kernel_tid, syscall,
-                                   thread_cpu_seconds)
+from workbook.stuck.procfs import (SELECT_CALLS, children_alive, kernel_state,
+                                   thread_cpu_seconds, thread_syscall)
 
 
 class Session(Protocol):
@@ -66,10 +66,9 @@ def _locks(look: ThreadLook, session: Session) -> None:
 def look_at(thread: threading.Thread, frames: list, deadline: float,
             session: Session) -> ThreadLook:
     """One thread, at this moment."""
-    tid = kernel_tid(thread)
     cpu = thread_cpu_seconds(thread)
     kstate = kernel_state(thread)
-    call = syscall(tid) if tid is not None else None
+    call = thread_syscall(thread)
     read_at = time.monotonic()
     inner = frames[0] if frames else None
     learner = next((f for f in frames if session.is_learner(f.f_code.co_filename)), None)

@@ -31,7 +31,8 @@ def note_tid(thread: threading.Thread) -> None:
     _TIDS[thread] = _gettid()
 
 
-note_tid(threading.main_thread())  # the harness is imported in the main thread
+if threading.current_thread() is threading.main_thread():  # as a check imports the harness
+    note_tid(threading.main_thread())
 
 
 def kernel_tid(thread: threading.Thread) -> int | None:
@@ -139,6 +140,12 @@ def _ms(value: int) -> float | None:
     none) as seconds, or None when there is none."""
     ms = value & 0xFFFFFFFF
     return None if ms & 0x80000000 else ms / 1e3
+
+
+def thread_syscall(thread: threading.Thread) -> Call | None:
+    """``syscall`` of ``thread``, read through its recorded kernel id (``kernel_tid``)."""
+    tid = kernel_tid(thread)
+    return syscall(tid) if tid is not None else None
 
 
 def syscall(tid: int) -> Call | None:

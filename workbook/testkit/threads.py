@@ -8,8 +8,8 @@ import time
 from time import process_time as _process_time, thread_time as _thread_time
 from typing import Any, Callable
 
-from workbook.stuck.procfs import (SELECT_CALLS, kernel_state, kernel_tid, note_tid,
-                                   run_delay_seconds, syscall, thread_cpu_seconds)
+from workbook.stuck.procfs import (SELECT_CALLS, kernel_state, note_tid, run_delay_seconds,
+                                   thread_cpu_seconds, thread_syscall)
 from workbook.testkit.checks import Hung
 from workbook.tuning import PARKED_CPU, PARKED_WINDOW
 
@@ -66,8 +66,7 @@ def interrupt_thread(thread: threading.Thread, exc_type: type[BaseException] = H
 def _asleep_untimed(thread: threading.Thread) -> bool:
     """Asleep in the kernel in a call with no timeout: it runs no Python code until someone
     else wakes it."""
-    tid = kernel_tid(thread)
-    call = syscall(tid) if tid is not None else None
+    call = thread_syscall(thread)
     return call is not None and call[1] is False and kernel_state(thread) == "S"
 
 
@@ -106,8 +105,7 @@ def asleep_in_selector(thread: threading.Thread) -> bool:
     """True while ``thread`` is blocked in the kernel waiting for readiness (asleep in
     poll, epoll_wait or select, as the kernel says): the state an event loop sleeps in,
     whichever selector class -- or raw ``select.poll``/``select.select`` -- it uses."""
-    tid = kernel_tid(thread) if thread.is_alive() else None
-    call = syscall(tid) if tid is not None else None
+    call = thread_syscall(thread) if thread.is_alive() else None
     return call is not None and call.name in SELECT_CALLS and kernel_state(thread) == "S"
 
 
