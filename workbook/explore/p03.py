@@ -183,7 +183,7 @@ def run(module: Any, sc: Scenario, choices: Choices | None = None) -> Outcome:
                        "never parks while it cannot go on)")
         return out
     if info.ended == "polling":
-        out.problem = (f"{info.spinner} woke up by itself {POLL_WAKES} times in "
+        out.problem = (f"{info.spinner} woke up by itself {POLL_WAKES} times within "
                        f"{POLL_SPAN:g} s while nothing changed: it polls (sleeps a little "
                        "and looks again) instead of waiting until another thread wakes it")
         return out

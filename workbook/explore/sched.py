@@ -46,10 +46,9 @@ IDLE = 3.0
 SPIN_STEPS = 4000
 #: Real seconds a thread may run without reaching a point before the run is given up.
 WALL_LIMIT = 3.0
-#: With ``polls``: this many wake-ups of one thread by its deadline in ``POLL_SPAN`` virtual s,
-#: nothing starting or ending between, is polling (every 5 ms or more often: the acceptance
-#: sets reject it too).  The clock moves, so it is not spinning, but each such run is
-#: thousands of points long, and a systematic walk of them takes minutes.
+#: With ``polls``: a thread woken by its own deadline this many times in ``POLL_SPAN`` virtual
+#: seconds, nothing starting or ending between, polls (every 5 ms or more often; the acceptance
+#: sets reject that too).  Not spinning, as the clock moves, yet each run is thousands of points.
 POLL_WAKES = 100
 POLL_SPAN = 0.5
 
@@ -224,7 +223,7 @@ class Scheduler:
         self.crash: BaseException | None = None
         self._still = 0  # points since the clock last moved or an operation ended
         self._last_progress = 0.0  # virtual time of the last operation start or end
-        self.polls = polls  # per task: when it woke by its deadline since the last progress
+        self.polls = polls  # and per task, its latest wake-ups by deadline since progress:
         self._wakes: dict[int, deque[float]] = {}
         # Called at every line of the learner's files a task runs (before any preemption
         # there): a signal handler landing between two lines, say.  Tracing costs, so only
@@ -505,12 +504,13 @@ class Scheduler:
 
     def _polling(self, task: Task) -> bool:
         """Count ``task``'s wake-up by its deadline; True once it polls (``POLL_WAKES``)."""
+        if not self.polls:
+            return False
         wakes = self._wakes.setdefault(task.index, deque(maxlen=POLL_WAKES))
         wakes.append(self.now)
-        if not self.polls or len(wakes) < POLL_WAKES or self.now - wakes[0] > POLL_SPAN:
-            return False
-        self.info.ended, self.info.spinner = "polling", task.name
-        return True
+        if len(wakes) == POLL_WAKES and self.now - wakes[0] <= POLL_SPAN:
+            self.info.ended, self.info.spinner = "polling", task.name
+        return self.info.ended == "polling"
 
     def _maybe_fault(self) -> None:
         if self.faults:

@@ -22,14 +22,9 @@ AIM = {"replace_library_type": "p03", "lazy_helper_import": "p03", "shadow_built
        "disguised_spinner": "p01", "disguised_poller": "p03"}
 
 
-def _pitfall(p: manifest.Problem, name: str) -> str:
+def _variant(p: manifest.Problem, name: str, kind: str = "pitfall") -> str:
     from tests.selftest.grading.battery import self_contained
-    return self_contained(variants.materialize(variants.get(p, "pitfall", name)))
-
-
-def _wrong(p: manifest.Problem, name: str) -> str:
-    from tests.selftest.grading.battery import self_contained
-    return self_contained(variants.materialize(variants.get(p, "wrong", name)))
+    return self_contained(variants.materialize(variants.get(p, kind, name)))
 
 
 def _skeleton(p: manifest.Problem) -> str:
@@ -72,7 +67,7 @@ ATTACKS = {
     # ``getattr`` in the module that reads threads' CPU clocks: asked for a thread's kernel
     # id, it answers with an idle thread's, so a consumer that spins reads as asleep.  The
     # learner file is the "never_clear" pitfall (its empty wait spins).
-    "shadow_builtin": lambda p: _epilogue(_pitfall(p, "never_clear"), '''
+    "shadow_builtin": lambda p: _epilogue(_variant(p, "never_clear"), '''
 import builtins as _h_builtins
 import threading as _h_threading
 import workbook.stuck.procfs as _h_procfs
@@ -122,7 +117,7 @@ _h_threading.Thread(target=_h_swap, daemon=True).start()
 
     # Class 2 (the acceptance set's own layer): what the learner returns lies about
     # equality.  The "leftovers_dropped" pitfall returns lists whose == always says yes.
-    "lying_values": lambda p: _epilogue(_pitfall(p, "leftovers_dropped"), '''
+    "lying_values": lambda p: _epilogue(_variant(p, "leftovers_dropped"), '''
 class _h_Liar(list):
     def __eq__(self, other):
         return True
@@ -296,7 +291,7 @@ ATTACKS.update({
     # as a harness thread (its name), as a parked one (its kernel id, pointed at a decoy
     # asleep in select()) and as idle (its loop's ready queue, a deque that says it is empty
     # to every other thread).
-    "disguised_spinner": lambda p: _epilogue(_pitfall(p, "never_clear"), '''
+    "disguised_spinner": lambda p: _epilogue(_variant(p, "never_clear"), '''
 import asyncio as _h_asyncio
 import collections as _h_collections
 import os as _h_os
@@ -335,7 +330,7 @@ OutputSink.bind_loop = _h_disguised_bind
 
     # A P03 queue that polls, each of whose waiting threads points its kernel id at a decoy
     # asleep in select(): the parked checks looked at the decoy.
-    "disguised_poller": lambda p: _epilogue(_wrong(p, "sleeps_instead_of_waiting"), '''
+    "disguised_poller": lambda p: _epilogue(_variant(p, "sleeps_instead_of_waiting", "wrong"), '''
 import os as _h_os
 import select as _h_select
 import threading as _h_threading
@@ -430,7 +425,7 @@ else:
 
     # A wrong solution points the exploration checkpoint at one scenario its bug survives
     # (a replay token, set in the environment while it is imported).
-    "explore_replay_env": lambda p: _epilogue(_pitfall(p, "single_drain"), '''
+    "explore_replay_env": lambda p: _epilogue(_variant(p, "single_drain"), '''
 import os as _f_os
 _f_os.environ["WORKBOOK_EXPLORE_REPLAY"] = (
     "x1.eNptjb0KwzAMhN_lZlMcShe_ivGQxGpJcSzjny4h7x45pUvoJN3pvtOGBIOkBygUmA2FahPLWkxL9OIG5gSn"
