@@ -69,6 +69,7 @@ class ImportWatch:
         first_demand = last_demand = thread_demand_seconds(self.main)
         hot: dict[tuple[str, int], int] = {}
         where = None  # the innermost frame at the last look
+        asleep_in = ""  # the system call seen during the current still run, if any
         while True:
             time.sleep(LOOK_INTERVAL)
             with self.lock:
@@ -94,8 +95,11 @@ class ImportWatch:
             if cpu - last_cpu <= STILL_CPU and kernel_state(self.main) in ("S", "D") and \
                     stack and (id(stack[0].f_code), stack[0].f_lineno) == where:
                 still += 1  # asleep in the kernel, its clock still, at the same frame
+                # A sleep loop is awake for microseconds between sleeps: what it is asleep
+                # in is read at the looks, not again at the verdict, when it may be awake.
+                asleep_in = call.name if call is not None else asleep_in
             else:
-                still = 0
+                still, asleep_in = 0, ""
             where = (id(stack[0].f_code), stack[0].f_lineno) if stack else None
             last_demand, last_cpu = demand, cpu
             elapsed = time.monotonic() - self.started
@@ -108,7 +112,7 @@ class ImportWatch:
                              looks=looks, slept=slept):
                 sentence = self._spinning(hot, used, elapsed)
             elif still >= 3 and learner:
-                sentence = self._blocked(stack, learner, elapsed)
+                sentence = self._blocked(stack, learner, elapsed, asleep_in)
             elif elapsed >= self.give_up and learner:
                 sentence = (f"importing the file did not finish in {elapsed:.1f} s: it is "
                             f"still running {self._at(learner[0])} ({used:.1f} s of CPU)")
@@ -137,9 +141,8 @@ class ImportWatch:
                 f"{shown(filename)}:{line}: `{src}` ({used:.1f} s of CPU in "
                 f"{elapsed:.1f} s; code at module level runs on import)")
 
-    def _blocked(self, stack: list, learner: list, elapsed: float) -> str:
-        call = thread_syscall(self.main)
-        name = call.name if call is not None else ""
+    def _blocked(self, stack: list, learner: list, elapsed: float, name: str) -> str:
+        """``name``: the system call the thread was seen asleep in ("" if none was seen)."""
         inner = learner[0]
         head = f"importing the file did not finish: after {elapsed:.1f} s it is "
         if name in ("clock_nanosleep", "nanosleep"):
