@@ -58,21 +58,41 @@ def _advance(trail: list[list[int]], bound: int) -> list[int] | None:
     return None
 
 
-def deviations(run: Callable[[Choices], R], bound: int, limit: int) -> Iterator[R]:
-    """The run that takes every default, then one run per other way of taking one of its
-    decisions (a preemption there, or another thread picked), the defaults after it: every
-    schedule that leaves the default at exactly one point.  Where that is more than
-    ``limit`` runs, the points are spread evenly over the whole run -- a depth-first walk
-    cut short would only vary the end of it."""
-    first = Choices([], bound)
+def deviations(run: Callable[[Choices], R], bound: int, limit: int,
+               prefix: list[int] | None = None) -> Iterator[R]:
+    """The run that takes every default (after the decisions of ``prefix``), then one run
+    per other way of taking one of its later decisions (a preemption there, or another
+    thread picked), the defaults after it: every schedule that leaves the default at exactly
+    one point.  Where that is more than ``limit`` runs, the points are spread evenly over
+    the whole run -- a depth-first walk cut short would only vary the end of it."""
+    prefix = list(prefix or [])
+    first = Choices(prefix, bound)
     yield run(first)
     taken = [c for c, _, _ in first.trail]
     others = [(k, alt) for k, (choice, arity, _) in enumerate(first.trail)
-              for alt in range(arity) if alt != choice]
+              for alt in range(arity) if alt != choice and k >= len(prefix)]
     if len(others) > limit - 1:
         others = [others[i * len(others) // (limit - 1)] for i in range(limit - 1)]
     for k, alt in others:
         yield run(Choices(taken[:k] + [alt], bound))
+
+
+def each_first(run: Callable[[Choices], R], bound: int, limit: int) -> Iterator[R]:
+    """``deviations`` from the default schedule and from each schedule in which another
+    thread is the first to run (``limit`` runs in all): a thread's whole operation can land
+    inside another's only if that other one got there first."""
+    first = Choices([], bound)
+    yield run(first)
+    pick = next((k for k, (_, arity, preemption) in enumerate(first.trail)
+                 if arity > 1 and not preemption), None)
+    starts = [[]] if pick is None else [
+        [c for c, _, _ in first.trail[:pick]] + [alt] for alt in range(first.trail[pick][1])]
+    share = max(2, (limit - 1) // len(starts))
+    for n, prefix in enumerate(starts):
+        runs = deviations(run, bound, share, prefix)
+        if n == 0:
+            next(runs)  # the default schedule: run above already
+        yield from runs
 
 
 def schedules(run: Callable[[Choices], R], bound: int, limit: int) -> Iterator[R]:

@@ -18,7 +18,8 @@ A problem's explorer (``p03`` is the first) is a module with:
   preemptions (``bounded``) -- ``run`` then takes the ``choices`` of the schedule as a third
   argument; triples only when a search budget (``seconds``) is given; a problem whose runs
   have many points may set ``WALK = bounded.deviations`` (one deviation from the default
-  schedule at each point, spread over the run) and its own ``PER_SCENARIO``;
+  schedule at each point, spread over the run) and its own ``PER_SCENARIO``, or choose
+  both per scenario with ``walk(scenario) -> (WALK, PER_SCENARIO)``;
 - ``load(path)``: its controlled copy of the learner's module (``driver.load`` with the
   stand-ins it needs: ``prims.patch`` for threading/time, more for sockets or selectors).
 
@@ -150,6 +151,15 @@ class _Found(Exception):
         self.outcome = outcome
 
 
+def walk_of(problem: ModuleType, sc: Any) -> tuple[Callable[..., Any], int]:
+    """How ``sc``'s schedules are walked: the problem's ``walk(sc)`` if it has one, else
+    its ``WALK`` and ``PER_SCENARIO`` (default: every schedule within the bound)."""
+    if hasattr(problem, "walk"):
+        return problem.walk(sc)
+    return (getattr(problem, "WALK", bounded.schedules),
+            getattr(problem, "PER_SCENARIO", PER_SCENARIO))
+
+
 def core_ran(out: Outcome, report: Report) -> bool:
     """The common end of a problem's ``probe``: the learner's ``NotImplementedError`` is
     raised (the core is not written yet); a run that left the scheduler's control is noted
@@ -216,9 +226,8 @@ def explore(problem: ModuleType, path: str | os.PathLike, *, examples: int | Non
 
     def bounded_runs(shapes: Any, until: float | None) -> bool:
         """Every schedule of each scenario within the bound; True when the search ends."""
-        walk = getattr(problem, "WALK", bounded.schedules)
-        limit = getattr(problem, "PER_SCENARIO", PER_SCENARIO)
         for sc in shapes:
+            walk, limit = walk_of(problem, sc)
             for out in walk(lambda ch: problem.run(module, sc, ch), BOUND, limit):
                 if judged(out):
                     return True

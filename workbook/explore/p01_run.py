@@ -64,7 +64,7 @@ class Run:
             sc.seed, preempt=sc.preempt, line_preempt=0.05 if sc.lines else 0.0,
             faults=[lambda: fault("injected")] if fault else [], late=sc.late, jump=sc.jump,
             fault_chance=1.0 if sc.late else 0.35,
-            learner_files=frozenset({module.__file__}), choices=choices)
+            learner_files=frozenset({module.__file__}), choices=choices, opcodes=sc.ops)
         s.lock_faults = fault is not None
         s.before_time_moves = self.before_time_moves
         self.loop = Loop(s)

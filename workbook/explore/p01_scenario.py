@@ -69,6 +69,7 @@ class Scenario:
     jump: float = 0.0  # the wall clock (time.time) jumps by this once virtual time moves
     preempt: float = 0.0
     lines: bool = False
+    ops: bool = False  # with ``lines``: also inside a line, after each read of shared state
     seed: int = 0
     script: list[int] | None = None
     bound: int = 0
@@ -275,6 +276,13 @@ def pairs() -> list[Scenario]:
     # and set outside the lock), the consumer armed and out of the way
     out.append(Scenario([list(op) for op in STARTS["armed"]], _consumer("armed"),
                         [[list(PUT)], [list(PUT)]], preempt=1.0, lines=True))
+    # and stopped inside a line, just after a read of shared state (a list read before an
+    # append to it, a count read before it is written back): a put beside a wait, and two
+    # producers beside a consumer that takes one wakeup's item and re-arms for the next
+    out.append(Scenario([list(op) for op in STARTS["armed"]], _consumer("armed", "wait"),
+                        [[list(PUT)]], preempt=1.0, lines=True, ops=True))
+    out.append(Scenario([list(op) for op in STARTS["armed"]], _consumer("armed", "wait", "wait"),
+                        [[list(PUT)], [list(PUT)]], preempt=1.0, lines=True, ops=True))
     return out
 
 
@@ -386,7 +394,8 @@ def candidates(sc: Scenario):
         out.append(variant(setup=cut(sc.setup, j)))
     for field, plain in (("fault", None), ("spurious", 0), ("stall", 0.0), ("lag", 0.0),
                          ("jump", 0.0), ("defer", 0.0),
-                         ("lines", False), ("preempt", 0.0), ("end", "drain"), ("hook", "record")):
+                         ("ops", False), ("lines", False), ("preempt", 0.0), ("end", "drain"),
+                         ("hook", "record")):
         if getattr(sc, field) != plain:
             out.append(variant(**{field: plain}))
     for i, ops in enumerate(sc.producers):

@@ -60,27 +60,22 @@ def _outcome(sc: Scenario, **fields: Any) -> Outcome:
 
 
 class _Scheduler(Scheduler):
-    """The explorer's scheduler, plus ``opcodes``: a call of another thread into the learner's
-    file may be preempted at every bytecode, not only at every line -- looking up
-    ``self._callbacks`` and appending to what it found are one line, two bytecodes.  The loop
-    thread then keeps its usual points (locks, clock, selector): what is searched is where
-    the other thread stops."""
-
-    def __init__(self, *args: Any, opcodes: bool = False, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.opcodes = opcodes
+    """The explorer's scheduler, where only a call of another thread into the learner's file
+    stops inside its lines (``opcodes``: looking up ``self._callbacks`` and appending to
+    what it found are one line).  The loop thread keeps its usual points (locks, clock,
+    selector): what is searched is where the other thread stops."""
 
     def _trace(self, frame, event, arg):  # type: ignore[no-untyped-def]
-        found = super()._trace(frame, event, arg)
-        if found is not None and self.opcodes:
+        if self.opcodes:
             task = self.task()
             if task is None or task.index < 2:
                 return None
-            frame.f_trace_opcodes = True
-        return found
+        return super()._trace(frame, event, arg)
 
-    def _trace_line(self, frame, event, arg):  # type: ignore[no-untyped-def]
-        return super()._trace_line(frame, "line" if event == "opcode" else event, arg)
+    def _midline(self, what: str) -> None:
+        task = self.task()  # (on 3.12+ the points are the code's, whichever thread runs it)
+        if task is not None and task.index >= 2:
+            super()._midline(what)
 
 
 def run(module: Any, sc: Scenario, choices: Choices | None = None) -> Outcome:

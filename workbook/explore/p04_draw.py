@@ -216,7 +216,7 @@ def _thread(n: int, op: list[Any], sets: bool) -> list[list[Any]]:
 
 def pairs(extensions: bool = True) -> list[Scenario]:
     """Each starting state beside each call of another thread; the loop's timeout and the
-    other thread arriving at the same instant, its add_callback preempted at any bytecode."""
+    other thread arriving at the same instant, its add_callback stopped inside a line too."""
     out = [Scenario(**start, threads=[_thread(1, CROSS[b], True)], preempt=1.0)
            for start in [*STATES.values(), UNSTARTED] for b in CROSS]
     out.append(Scenario([["later", 1, 0.5, ["set", 0, "obj"]], ["yield", ["F", 0], True]],

@@ -28,7 +28,7 @@ class Scenario:
     preempt: float = 0.0
     lines: bool = False
     jump: float = 0.0  # the wall clock (time.time) jumps this far once time moves
-    opcodes: bool = False  # other threads may be preempted at every bytecode of the file
+    opcodes: bool = False  # other threads may also stop inside a line, after a read (``midline``)
     seed: int = 0
     script: list[int] | None = None
     bound: int = 0
@@ -61,7 +61,8 @@ class Scenario:
         if self.lines:
             extra.append("line-level preemption")
         if self.opcodes:
-            extra.append("the other threads preempted at any bytecode")
+            extra.append("the other threads also stopped inside lines, after each read of "
+                         "shared state")
         if self.jump:
             extra.append(f"the wall clock jumps {self.jump:+g} s once time moves")
         if self.script is not None:

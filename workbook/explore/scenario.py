@@ -99,7 +99,9 @@ def schedule_notes(sc: Any) -> list[str]:
     if sc.preempt:
         notes.append(f"preemption {sc.preempt:g}")
     if sc.lines:
-        notes.append("line-level preemption")
+        notes.append("line-level preemption" + (", inside lines too (after each read of "
+                                                "shared state)" if getattr(sc, "ops", False)
+                                                else ""))
     if sc.script is not None:
         notes.append(f"a systematic schedule, {sc.bound} preemption(s) allowed")
     return notes

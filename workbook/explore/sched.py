@@ -20,12 +20,12 @@ import _thread
 import linecache
 import random
 import sys
-import threading
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from workbook.explore import onecpu
+from workbook.explore import midline, onecpu
+from workbook.explore.workers import Worker
 
 _real_lock = _thread.allocate_lock
 _get_ident = _thread.get_ident
@@ -101,7 +101,7 @@ class Task:
 
     def start(self) -> None:
         """Hand this task to an idle worker thread; it waits for its first turn."""
-        worker = _Worker.take()
+        worker = Worker.take()
         self.ident = worker.ident
         self.sched._by_ident[worker.ident] = self
         TASKS[worker.ident] = self
@@ -126,50 +126,6 @@ class Task:
             self.state = DONE
             TASKS.pop(self.ident, None)
             self.sched._signal()
-
-
-class _Worker:
-    """A real thread that runs one task after another.  Thousands of runs of three tasks
-    each: starting a thread per task cost about a third of an exploration's time.  A worker
-    goes back to the idle list only once its task has ended; one that never comes back (its
-    task parked for good, or blocked outside the fakes) is simply not reused."""
-
-    _idle: list["_Worker"] = []
-    _idle_lock = _real_lock()  # guards _idle (the controller takes, workers give back)
-
-    def __init__(self) -> None:
-        self.job = _real_lock()  # released when a task is given
-        self.job.acquire()
-        self.task: Task | None = None
-        ready = _real_lock()
-        ready.acquire()
-        self.ident = 0
-        self.thread = threading.Thread(target=self._loop, args=(ready,), daemon=True,
-                                       name="explore-idle")
-        self.thread.start()
-        ready.acquire()  # its ident is known before any task is handed to it
-
-    @classmethod
-    def take(cls) -> "_Worker":
-        with cls._idle_lock:
-            if cls._idle:
-                return cls._idle.pop()
-        return cls()
-
-    def give(self, task: Task) -> None:
-        self.task = task
-        self.job.release()
-
-    def _loop(self, ready: Any) -> None:
-        self.ident = _get_ident()
-        ready.release()
-        while True:
-            self.job.acquire()
-            task, self.task = self.task, None
-            task._main()  # type: ignore[union-attr]
-            del task
-            with self._idle_lock:
-                self._idle.append(self)
 
 
 @dataclass
@@ -200,7 +156,8 @@ class Scheduler:
                  choices: Any = None,
                  on_line: Callable[[Task, Any], None] | None = None,
                  lags: dict[tuple[int, int], float] | None = None,
-                 slow: dict[int, float] | None = None, polls: bool = False) -> None:
+                 slow: dict[int, float] | None = None, polls: bool = False,
+                 opcodes: bool = False) -> None:
         # Every decision of a run: a seeded Random, or a ``bounded.Choices`` that takes
         # them from a script (systematic exploration); both offer random() and randrange().
         self.rng = choices if choices is not None else random.Random(seed)
@@ -231,6 +188,9 @@ class Scheduler:
         self.on_line = on_line
         self._tracer = self._trace if ((line_preempt > 0 or on_line is not None)
                                        and learner_files) else None
+        # With line preemption, also switch inside a line, just after a read of shared state
+        # (``midline``): ``self.n += 1`` is a read, an add and a write.
+        self.opcodes = opcodes and self._tracer is not None and line_preempt > 0
         self.names: dict[int, str] = {}  # id(primitive) -> the learner's name for it
         # Time passing while a thread runs: (task index, its n-th point) -> virtual seconds
         # the clock moves there (a slow turn, a thread descheduled at an awkward moment).
@@ -251,6 +211,10 @@ class Scheduler:
         self.lock_faults = False
         self.cpu: int | None = None  # the CPU this run's threads are kept on (``run``)
         self._preempted: Task | None = None  # preempted in a scripted run, not yet re-picked
+        # Stopped inside a line (``_midline``) and not run since: picked after every other
+        # ready task by default, as a descheduled thread waits at the back of the run queue,
+        # so one deviation (the stop) lets the others run whole operations meanwhile.
+        self._behind: list[Task] = []
 
     # ---- the record ------------------------------------------------------------------
 
@@ -376,6 +340,8 @@ class Scheduler:
             return None
         if _STALE_CELLS and (code.co_freevars or code.co_cellvars):
             return self._trace_count
+        if self.opcodes:
+            return midline.watch(frame, code, self._trace_line)
         return self._trace_line
 
     def _trace_count(self, frame, event, arg):
@@ -397,6 +363,18 @@ class Scheduler:
                         and self.rng.random() < self.line_preempt:
                     self._preempt(task)
         return self._trace_line
+
+    def _midline(self, what: str) -> None:
+        """At a mid-line point, holding ``what`` it read: another thread may run first."""
+        task = self.task()
+        if task is None:
+            return
+        self._count(task)
+        if self._may_switch(task) and self.rng.random() < self.line_preempt:
+            self.record(f"stops inside this line, just after reading {what}", task=task,
+                        kind="switch")
+            self._behind.append(task)
+            self._preempt(task)
 
     def block(self, task: Task, blocker: Any, deadline: float | None, *, what: str,
               interruptible: bool = False, spurious_ok: bool = False) -> Any:
@@ -433,11 +411,12 @@ class Scheduler:
         for t in self.tasks:
             t.start()
         Scheduler.active = self
+        midline.handler = self._midline if self.opcodes else None
         try:
             self._loop(first_alone)
         finally:
             self._finish()
-            Scheduler.active = None
+            Scheduler.active = midline.handler = None
             onecpu.release()
         return self.info
 
@@ -492,7 +471,11 @@ class Scheduler:
                 if len(ready) > 1 and self._preempted in ready:
                     ready.remove(self._preempted)
                 self._preempted = None
+            if self._behind:
+                ready.sort(key=lambda t: t in self._behind)
             task = ready[self.rng.randrange(len(ready))]
+            if task in self._behind:
+                self._behind.remove(task)
             task.state = RUNNING
             task.go.release()
             if not self._back.acquire(True, WALL_LIMIT):
