@@ -45,6 +45,10 @@ IDLE_WINDOW = 0.3
 #: the no-deadline test, which watches IDLE_WINDOW.
 GLANCE = 0.1
 SETTLE = 0.05
+#: select() calls timed out with nothing ready while a test waits for the loop to settle
+#: (no run's deadline passes then): more than a correct loop ever makes, however slow the
+#: machine -- it sleeps until its deadline in one call.
+TIMER_WAKES = 5
 
 #: The real selector class, captured before any test replaces the name.
 _BASE = selectors.DefaultSelector
@@ -187,6 +191,7 @@ class SelectorSpy:
         self.entered = 0                        # select() calls started
         self.returned = 0                       # select() calls finished
         self.timeouts: list[float | None] = []  # the timeout of every select() call
+        self.timed_out = 0                      # calls that ran out their timeout, nothing ready
         self.registered: dict[int, Registration] = {}  # fd -> currently registered
         self.ever_registered: list[Registration] = []
         self.problems: list[str] = []           # unregister-after-close and similar
@@ -250,6 +255,7 @@ class SelectorSpy:
                     spy.cond.notify_all()
                 if spy.on_select is not None:
                     spy.on_select()
+                ready = None
                 try:
                     spy._maybe_fault("select")
                     ready = super().select(timeout)
@@ -258,6 +264,8 @@ class SelectorSpy:
                 finally:
                     with spy.cond:
                         spy.returned += 1
+                        if ready == [] and timeout is not None and timeout > 0:
+                            spy.timed_out += 1
                         spy.cond.notify_all()
 
             def close(self):
@@ -519,7 +527,18 @@ class Harness:
         # dial) passes through select() on its way; it has settled once it stays inside one
         # call for SETTLE seconds.  A loop that wakes on a timer that fast never settles.
         give_up = time.monotonic() + BOUND
+        with spy.cond:
+            timed_out = spy.timed_out
         while True:
+            with spy.cond:
+                ran_out = spy.timed_out - timed_out
+            if ran_out >= TIMER_WAKES:
+                # Its select() timed out with nothing ready again and again, while no deadline
+                # of the run has passed: no need to wait out the bound to call that polling.
+                fail(f"{what} never stays asleep: its select() ran out its timeout with "
+                     f"nothing ready {ran_out} times in a row (latest timeouts "
+                     f"{spy.timeouts[-3:]}): it wakes on a timer to look at the flag instead "
+                     "of sleeping until something is ready", pitfall="short_timeout_polling")
             self._wait(sleeping, what=f"{what} sleeps inside select() (select(0) only looks)")
             if not r.alive:
                 r.result()
