@@ -1393,10 +1393,11 @@ def thread_trace():
 '''
 
 
-def _guard_run(tmp_path: Path, script: str, harness_side: str,
-               learner: str) -> subprocess.CompletedProcess:
-    """``script`` run with a stage of the guard alone: ``tests/harness_side.py`` (harness
-    code) and ``submission/learner.py`` beside it; the stage is its first argument."""
+def _guard_run(tmp_path: Path, script: str, harness_side: str, learner: str,
+               python: str = sys.executable) -> subprocess.CompletedProcess:
+    """``script`` run (by ``python``) with a stage of the guard alone:
+    ``tests/harness_side.py`` (harness code) and ``submission/learner.py`` beside it; the
+    stage is its first argument."""
     stage = tmp_path / "stage"
     (stage / "workbook" / "grading" / "sandbox").mkdir(parents=True)
     (stage / "tests").mkdir()
@@ -1407,7 +1408,7 @@ def _guard_run(tmp_path: Path, script: str, harness_side: str,
     (stage / "tests" / "harness_side.py").write_text(harness_side)
     (stage / "submission" / "learner.py").write_text(learner)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    return subprocess.run([sys.executable, "-I", "-c", script, str(stage)],
+    return subprocess.run([python, "-I", "-c", script, str(stage)],
                           capture_output=True, text=True, timeout=60, env=env)
 
 
@@ -1425,6 +1426,41 @@ def test_the_audit_hook_refuses_the_escape_hatches_and_lets_correct_code_run(tmp
     # thread, which dies before running anything (the caller's own call returns).
     assert "thread_trace" in out.stderr or "workbook sandbox" in out.stderr
     assert int(out.stdout.splitlines()[1]) == len(refused) + 1
+
+
+_MONITORING_CHECK = r'''
+import sys
+stage = sys.argv[1]
+sys.path.insert(0, stage)
+from workbook.grading.sandbox import guard
+classify, refusals, _ = guard.install(stage)
+sys.path[1:1] = [stage + "/tests", stage + "/submission"]
+import harness_side, learner
+harness_side.register()  # the explorer's own use (explore/midline.py): allowed
+try:
+    learner.register()
+    print("allowed")
+except RuntimeError as exc:
+    print("refused" if "workbook sandbox" in str(exc) else repr(exc))
+'''
+
+
+def test_a_sys_monitoring_callback_is_refused_to_the_submission_on_3_12_and_later(tmp_path):
+    # sys.settrace's twin since 3.12: a callback at every line or instruction of the judge.
+    from workbook import pythons
+    with pytest.MonkeyPatch.context() as patch:  # (this module keeps to one Python otherwise)
+        patch.delenv("WORKBOOK_PYTHONS", raising=False)
+        found = [i for i in pythons.find() if i.version not in ("3.10", "3.11")]
+    if not found:
+        pytest.skip("no Python 3.12 or later on this machine")
+    register = ("import sys\n\ndef register(tool=3):\n"
+                "    sys.monitoring.register_callback(tool, sys.monitoring.events.LINE, "
+                "lambda *a: None)\n")
+    for interp in found:
+        out = _guard_run(tmp_path / interp.version, _MONITORING_CHECK, register,
+                         register.replace("tool=3", "tool=2"), python=str(interp.path))
+        assert out.returncode == 0, (interp.version, out.stderr[-2000:])
+        assert out.stdout.split() == ["refused"], (interp.version, out.stdout, out.stderr)
 
 
 _IGNORED_CHECK = r'''

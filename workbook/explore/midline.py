@@ -76,24 +76,42 @@ def _points(code: CodeType) -> dict[int, str]:
 
 # ---- being called at the points ------------------------------------------------------------
 
-#: Called with what the thread holds at each point while a run with opcodes is on (set by
-#: ``Scheduler.run``); None otherwise.
-handler: Callable[[str], None] | None = None
+class _Calls:
+    """Who is called at the points, and how (one instance, ``_calls``: a graded run's snapshot
+    of the harness holds every module-level value by identity, so none is rebound)."""
+
+    def __init__(self) -> None:
+        #: Called with what the thread has just read at each point while a run with opcodes
+        #: is on (``start``/``stop``, by ``Scheduler.run``); None otherwise.
+        self.handler: Callable[[str], None] | None = None
+        #: Our ``sys.monitoring`` tool id once taken (3.12+), and the code objects watched.
+        self.tool: int | None = None
+        self.watched: set[CodeType] = set()
+
+
+_calls = _Calls()
 
 #: 3.12+: ``sys.monitoring`` instruction events, enabled per code object and disabled at
 #: every offset that is not a point after its first visit.  ``f_trace_opcodes`` set in a
 #: call event there takes effect only from the code's next call (seen on 3.12.1), so the
 #: first run of a scenario and its replay in a fresh process would differ.
 _MONITOR = sys.version_info >= (3, 12)
-_tool: int | None = None  # our sys.monitoring tool id, once taken (None: not yet / none free)
-_watched: set[CodeType] = set()
+
+
+def start(handler: Callable[[str], None] | None) -> None:
+    """Call ``handler`` at every point reached from now on (None: at none)."""
+    _calls.handler = handler
+
+
+def stop() -> None:
+    _calls.handler = None
 
 
 def _on_instruction(code: CodeType, offset: int) -> Any:
     what = points(code).get(offset)
     if what is None:
         return sys.monitoring.DISABLE  # never a point: not seen again at this offset
-    call = handler
+    call = _calls.handler
     if call is not None:
         call(what)
     return None
@@ -102,26 +120,25 @@ def _on_instruction(code: CodeType, offset: int) -> Any:
 def _monitor(code: CodeType) -> bool:
     """Have ``_on_instruction`` called in ``code`` (from this call on); False when no
     sys.monitoring tool id is free."""
-    global _tool
     mon = sys.monitoring  # type: ignore[attr-defined]
-    if _tool is None:
+    if _calls.tool is None:
         for tool in (4, 3, 2, 1, 0):
             if mon.get_tool(tool) is None:
                 mon.use_tool_id(tool, "workbook-explore-midline")
                 mon.register_callback(tool, mon.events.INSTRUCTION, _on_instruction)
-                _tool = tool
+                _calls.tool = tool
                 break
         else:
             return False
-    if code not in _watched:
-        mon.set_local_events(_tool, code, mon.events.INSTRUCTION)
-        _watched.add(code)
+    if code not in _calls.watched:
+        mon.set_local_events(_calls.tool, code, mon.events.INSTRUCTION)
+        _calls.watched.add(code)
     return True
 
 
 def watch(frame: Any, code: CodeType, line_tracer: Callable) -> Callable:
     """The local trace function for ``frame`` (running ``code``) in a run with opcodes:
-    ``line_tracer`` for its lines, and ``handler`` called at each of its points."""
+    ``line_tracer`` for its lines, and the ``start`` handler called at each of its points."""
     found = points(code)
     if not found or _MONITOR and _monitor(code):
         return line_tracer
@@ -129,7 +146,7 @@ def watch(frame: Any, code: CodeType, line_tracer: Callable) -> Callable:
     def tracer(f: Any, event: str, arg: Any) -> Callable:
         if event == "opcode":
             what = found.get(f.f_lasti)
-            call = handler
+            call = _calls.handler
             if what is not None and call is not None:
                 call(what)
         else:
@@ -140,4 +157,4 @@ def watch(frame: Any, code: CodeType, line_tracer: Callable) -> Callable:
     return tracer
 
 
-__all__ = ["points", "watch", "handler"]
+__all__ = ["points", "watch", "start", "stop"]

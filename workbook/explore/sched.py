@@ -411,12 +411,13 @@ class Scheduler:
         for t in self.tasks:
             t.start()
         Scheduler.active = self
-        midline.handler = self._midline if self.opcodes else None
+        midline.start(self._midline if self.opcodes else None)
         try:
             self._loop(first_alone)
         finally:
             self._finish()
-            Scheduler.active = midline.handler = None
+            Scheduler.active = None
+            midline.stop()
             onecpu.release()
         return self.info
 

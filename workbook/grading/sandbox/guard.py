@@ -7,7 +7,8 @@ submission is imported; an audit hook cannot be removed.  What is refused, and t
 - the frames of other code: ``sys._getframe`` and ``sys._current_frames``, a traceback's or a
   generator's frame (``tb_frame``, ``gi_frame``, ``cr_frame``, ``ag_frame``);
 - tracing and profiling: ``sys.settrace``/``setprofile`` (also through ``threading.settrace``:
-  the function a new thread would install is looked at), and another audit hook;
+  the function a new thread would install is looked at), their 3.12+ twin
+  ``sys.monitoring.register_callback``, and another audit hook;
 - every object in the process: ``gc.get_objects``, ``get_referrers``, ``get_referents``;
 - raw memory: loading a library or a symbol through ``ctypes``, an object made at an address,
   ``addressof``, ``string_at``;
@@ -62,7 +63,7 @@ _INDIRECT = frozenset({
 #: is, when it drops a trace or profile function that raised; and ``sys._current_frames``:
 #: pytest-timeout calls it from a signal handler, whose next frame is whatever ran.)
 _DIRECT = frozenset({"sys._getframe", "sys._current_frames", "sys.settrace",
-                     "sys.setprofile", "object.__getattr__",
+                     "sys.setprofile", "sys.monitoring.register_callback", "object.__getattr__",
                      "object.__setattr__", "compile", "code.__new__", "import"})
 _FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
 _FUNCTION_ATTRIBUTES = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
