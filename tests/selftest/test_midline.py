@@ -3,7 +3,6 @@ line, just after it read shared state, on every supported Python -- what a read-
 (``self.n += 1``) or a read-then-call (``self._items.append(x)``) needs to go wrong."""
 from __future__ import annotations
 
-import threading
 
 from workbook.explore import bounded, midline
 from workbook.explore.sched import Scheduler
@@ -65,10 +64,11 @@ def _lost_updates(tmp_path, *, opcodes: bool) -> list[int]:
 
 
 def test_a_read_add_write_in_one_line_loses_an_update_only_with_midline_points(tmp_path):
-    without = _lost_updates(tmp_path, opcodes=False)
     with_points = _lost_updates(tmp_path, opcodes=True)
-    assert without and set(without) == {2}, without  # lines alone: each += is atomic
+    # after it, in the same process (3.12+: the code objects keep their instruction events)
+    without = _lost_updates(tmp_path, opcodes=False)
     assert 1 in with_points, with_points  # stopped after reading n, the other bumps: lost
+    assert without and set(without) == {2}, without  # lines alone: each += is atomic
 
 
 PROGRAM = """
@@ -117,15 +117,3 @@ def test_a_schedule_that_loses_an_update_loses_it_as_a_fresh_process_s_first_run
         assert done.returncode == 0, (interp.version, done.stderr)
         assert done.stdout.startswith("1 ") and "just after reading .n" in done.stdout, \
             (interp.version, done.stdout)
-
-
-def test_no_point_is_reached_by_a_thread_the_scheduler_does_not_control(tmp_path):
-    path, box_class = _load(tmp_path)
-    box = box_class()
-    s = Scheduler(0, preempt=1.0, line_preempt=1.0, learner_files=frozenset({path}),
-                  opcodes=True)
-    s.run([("setup", box.bump)])
-    other = threading.Thread(target=box.bump, daemon=True)  # a run is over: no handler
-    other.start()
-    other.join(10)
-    assert not other.is_alive() and box.n == 2
