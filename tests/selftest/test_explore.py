@@ -118,6 +118,39 @@ def _two_threads(choices):
     return " ".join(order)
 
 
+def test_no_collection_runs_inside_a_run_so_earlier_garbage_cannot_shift_the_schedule():
+    """A finalizer of garbage left before the run (a learner's ``__del__`` or
+    ``weakref.finalize``) must not run in a controlled thread halfway through the run: its
+    lines would be extra points, and the same scenario would take another schedule."""
+    import gc
+
+    from workbook.explore.sched import Scheduler
+
+    seen: list[bool] = []
+
+    class Leftover:
+        def __init__(self) -> None:
+            self.me = self  # a cycle: only a collection frees it
+
+        def __del__(self) -> None:
+            seen.append(Scheduler.active is not None)
+
+    assert gc.isenabled()
+    for _ in range(50):
+        Leftover()
+    sched = Scheduler(0)
+
+    def allocates() -> None:  # enough young objects to start many collections
+        keep = [[i] for i in range(50_000)]
+        sched.point()
+        del keep
+
+    sched.run([("A", allocates), ("B", allocates)], first_alone=False)
+    assert gc.isenabled()
+    gc.collect()
+    assert len(seen) == 50 and not any(seen)
+
+
 def test_a_preempted_thread_is_not_picked_again_at_once_so_no_schedule_is_walked_twice():
     from workbook.explore import bounded
     runs = list(bounded.schedules(_two_threads, 1, 100))

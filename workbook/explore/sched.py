@@ -17,6 +17,7 @@ in C): the run is marked ``uncontrolled`` and given up.
 from __future__ import annotations
 
 import _thread
+import gc
 import linecache
 import random
 import sys
@@ -412,10 +413,18 @@ class Scheduler:
             t.start()
         Scheduler.active = self
         midline.start(self._midline if self.opcodes else None)
+        # No collection inside a run: one would call finalizers (a learner's __del__ or
+        # weakref.finalize, of objects left by earlier runs) in whichever controlled thread
+        # allocated, making their lines extra points, so a scenario's schedule would depend
+        # on the process's history.  The garbage waits for the first allocation after it.
+        collecting = gc.isenabled()
+        gc.disable()
         try:
             self._loop(first_alone)
         finally:
             self._finish()
+            if collecting:
+                gc.enable()
             Scheduler.active = None
             midline.stop()
             onecpu.release()
