@@ -19,7 +19,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from workbook.explore import driver, prims
+from workbook.explore import bounded, driver, prims
 from workbook.explore.bounded import Choices
 from workbook.explore.driver import Outcome, Report
 from workbook.explore.oracle import Call
@@ -35,6 +35,17 @@ DEFAULT_EXAMPLES = 150
 DEFAULT_SEED = 3
 #: Schedule seeds each systematic scenario (``scenario.systematic``) is run with.
 SCHEDULES = 2
+#: Runs of a scenario stopped inside lines (``ops``): one per way to leave the default
+#: schedule once (``bounded.each_first``), as for P01.
+PER_OPS_SCENARIO = 300
+
+
+def walk(sc: Scenario) -> tuple[Any, int]:
+    """Every schedule within the bound; for a scenario stopped inside lines, each single
+    deviation from the default schedule and from those where another thread runs first."""
+    if sc.ops:
+        return bounded.each_first, PER_OPS_SCENARIO
+    return bounded.schedules, driver.PER_SCENARIO
 
 
 class Interrupted(Exception):
@@ -76,7 +87,7 @@ def run(module: Any, sc: Scenario, choices: Choices | None = None) -> Outcome:
                       faults=[lambda: fault("injected")] if fault else [],
                       spurious=sc.spurious, late=sc.late, jump=sc.jump,
                       fault_chance=1.0 if sc.late else 0.35,
-                      learner_files=learner, choices=choices, polls=True)
+                      learner_files=learner, choices=choices, polls=True, opcodes=sc.ops)
     calls: list[Call] = []
     box: dict[str, Any] = {}
     counter = [0]

@@ -70,6 +70,7 @@ class Scenario:
     # how the capacity is passed: "int", "subclass" (an int subclass: valid), or one of
     # BAD_CAPACITIES (the constructor must refuse it)
     capacity_as: str = "int"
+    ops: bool = False  # with ``lines``: also inside a line, after each read of shared state
 
     def describe(self) -> str:
         if self.capacity_as in BAD_CAPACITIES:
@@ -250,7 +251,27 @@ def pairs(extensions: bool = True) -> list[Scenario]:
     look = CALLS["poll" if extensions else "len"]
     return [Scenario(cap, list(pre), [[list(CALLS[a])], [list(CALLS[b]), list(look)]],
                      preempt=1.0, extensions=extensions)
-            for cap, pre in STARTS for a in _calls(extensions) for b in _calls(extensions)]
+            for cap, pre in STARTS for a in _calls(extensions) for b in _calls(extensions)
+            ] + midline(extensions)
+
+
+#: Threads stopped inside a line, just after a read of shared state (a count read before it
+#: is written back, outside the lock): two waiters of one role racing on their way in, and
+#: a thread of the other role that comes later and serves both, one call at a time; and a
+#: put beside a take on a queue with room, each then looking.
+MIDLINE = (
+    (1, ["obj"], [[CALLS["put"]], [CALLS["put"]],
+                  [["take", None, None, 0.5], CALLS["take"]]]),
+    (1, [], [[CALLS["take"]], [CALLS["take"]], [["put", "obj", None, 0.5], CALLS["put"]]]),
+    (2, ["obj"], [[CALLS["put"], CALLS["len"]], [CALLS["take"], CALLS["len"]]]),
+)
+
+
+def midline(extensions: bool = True) -> list[Scenario]:
+    """The ``MIDLINE`` shapes (core calls only), walked by ``bounded.each_first``."""
+    return [Scenario(cap, list(pre), [[list(op) for op in ops] for ops in threads],
+                     preempt=1.0, lines=True, ops=True, extensions=extensions)
+            for cap, pre, threads in MIDLINE]
 
 
 def triples(extensions: bool = True) -> list[Scenario]:
