@@ -19,7 +19,9 @@ A problem's explorer (``p03`` is the first) is a module with:
   argument; triples only when a search budget (``seconds``) is given; a problem whose runs
   have many points may set ``WALK = bounded.deviations`` (one deviation from the default
   schedule at each point, spread over the run) and its own ``PER_SCENARIO``, or choose
-  both per scenario with ``walk(scenario) -> (WALK, PER_SCENARIO)``;
+  both per scenario with ``walk(scenario) -> (WALK, PER_SCENARIO)``; a scenario whose
+  ``ops`` is true (threads stopped inside lines) is walked by ``bounded.each_first``, at
+  most ``PER_OPS_SCENARIO`` runs;
 - ``load(path)``: its controlled copy of the learner's module (``driver.load`` with the
   stand-ins it needs: ``prims.patch`` for threading/time, more for sockets or selectors).
 
@@ -48,6 +50,11 @@ SHRINK_SCHEDULES = 8
 #: concurrency bugs within one or two), and the most schedules run per scenario.
 BOUND = 1
 PER_SCENARIO = 400
+#: The runs of a scenario stopped inside lines (``ops``): one per way to leave the default
+#: schedule once, and once from each schedule where another thread runs first.  Every
+#: bytecode read is a point there: the schedules with one preemption are far more than a
+#: depth-first walk reaches, and it would only vary their ends.
+PER_OPS_SCENARIO = 300
 
 _LOADED: dict[tuple[str, str, float], Any] = {}
 #: A graded run's exploration settings ``(replay token, seconds, seed)``, fixed by ``pin``
@@ -152,10 +159,13 @@ class _Found(Exception):
 
 
 def walk_of(problem: ModuleType, sc: Any) -> tuple[Callable[..., Any], int]:
-    """How ``sc``'s schedules are walked: the problem's ``walk(sc)`` if it has one, else
-    its ``WALK`` and ``PER_SCENARIO`` (default: every schedule within the bound)."""
+    """How ``sc``'s schedules are walked: the problem's ``walk(sc)`` if it has one; single
+    deviations for a scenario stopped inside lines; else the problem's ``WALK`` and
+    ``PER_SCENARIO`` (default: every schedule within the bound)."""
     if hasattr(problem, "walk"):
         return problem.walk(sc)
+    if getattr(sc, "ops", False):
+        return bounded.each_first, PER_OPS_SCENARIO
     return (getattr(problem, "WALK", bounded.schedules),
             getattr(problem, "PER_SCENARIO", PER_SCENARIO))
 

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from workbook.explore import bounded, driver, p01_scenario
+from workbook.explore import driver, p01_scenario
 from workbook.explore.bounded import Choices
 from workbook.explore.driver import Outcome, Report
 from workbook.explore.p01_run import PROBLEM, Run
@@ -35,13 +35,9 @@ from workbook.explore.p01_scenario import Scenario, candidates, from_data, resee
 DEFAULT_EXAMPLES = 120
 DEFAULT_SEED = 1
 SCHEDULES = 2
-#: Runs of a scenario stopped inside lines (``ops``): one per way to leave the default
-#: schedule once.  Every bytecode read is a point there: the schedules with one preemption
-#: are far more than a depth-first walk reaches, and it would only vary their ends.
-PER_OPS_SCENARIO = 300
 
 __all__ = ["run", "explore", "replay", "probe", "load", "candidates", "reseed", "from_data",
-           "strategy", "systematic", "pairs", "triples", "walk"]
+           "strategy", "systematic", "pairs", "triples"]
 
 
 # The driver's hooks for the scenarios (P01 has no extensions: the flag is ignored).
@@ -59,15 +55,6 @@ def pairs(extensions: bool = True) -> list[Scenario]:
 
 def triples(extensions: bool = True) -> list[Scenario]:
     return p01_scenario.triples()
-
-
-def walk(sc: Scenario) -> tuple[Any, int]:
-    """Every schedule within the bound; for a scenario stopped inside lines, each single
-    deviation from the default schedule and from those where another thread runs first (a
-    thread stopped inside a line then waits behind the others)."""
-    if sc.ops:
-        return bounded.each_first, PER_OPS_SCENARIO
-    return bounded.schedules, driver.PER_SCENARIO
 
 
 def load(path: str | os.PathLike) -> Any:

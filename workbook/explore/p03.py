@@ -19,7 +19,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from workbook.explore import bounded, driver, prims
+from workbook.explore import driver, prims
 from workbook.explore.bounded import Choices
 from workbook.explore.driver import Outcome, Report
 from workbook.explore.oracle import Call
@@ -35,17 +35,6 @@ DEFAULT_EXAMPLES = 150
 DEFAULT_SEED = 3
 #: Schedule seeds each systematic scenario (``scenario.systematic``) is run with.
 SCHEDULES = 2
-#: Runs of a scenario stopped inside lines (``ops``): one per way to leave the default
-#: schedule once (``bounded.each_first``), as for P01.
-PER_OPS_SCENARIO = 300
-
-
-def walk(sc: Scenario) -> tuple[Any, int]:
-    """Every schedule within the bound; for a scenario stopped inside lines, each single
-    deviation from the default schedule and from those where another thread runs first."""
-    if sc.ops:
-        return bounded.each_first, PER_OPS_SCENARIO
-    return bounded.schedules, driver.PER_SCENARIO
 
 
 class Interrupted(Exception):
