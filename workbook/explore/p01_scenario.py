@@ -248,6 +248,8 @@ LOOP_CALLS: dict[str, list[Any]] = {"wait": ["get", "default", None, 0, None],
                                     "look": ["get", 1, 0, 0, None],
                                     "timed": ["get", "default", 0.5, 0, None]}
 PUT = ["put", "obj", 0]
+#: A wait that starts only after 0.5 s (the consumer is busy until then).
+LATE_WAIT = ["get", "default", None, 0.5, None]
 #: The starts whose pair (a wait beside one put) is also explored line by line by default.
 LINE_STARTS = ("unbound", "armed", "taken")
 
@@ -282,6 +284,10 @@ def pairs() -> list[Scenario]:
     out.append(Scenario([list(op) for op in STARTS["armed"]], _consumer("armed", "wait"),
                         [[list(PUT)]], preempt=1.0, lines=True, ops=True))
     out.append(Scenario([list(op) for op in STARTS["armed"]], _consumer("armed", "wait", "wait"),
+                        [[list(PUT)], [list(PUT)]], preempt=1.0, lines=True, ops=True))
+    # ... and two producers racing while the consumer is busy elsewhere, so that nothing
+    # re-arms between them: one wakeup for both, however their lines interleave
+    out.append(Scenario([list(op) for op in STARTS["armed"]], [list(LATE_WAIT)],
                         [[list(PUT)], [list(PUT)]], preempt=1.0, lines=True, ops=True))
     return out
 
