@@ -221,6 +221,11 @@ def pairs(extensions: bool = True) -> list[Scenario]:
            for start in [*STATES.values(), UNSTARTED] for b in CROSS]
     out.append(Scenario([["later", 1, 0.5, ["set", 0, "obj"]], ["yield", ["F", 0], True]],
                         threads=[[[0.5, ["add", 11, [], None]]]], preempt=1.0, opcodes=True))
+    # two other threads at the same instant, one stopped inside a line while the loop takes
+    # the list and the other's add_callback finds it empty again: two wakeups, each counted
+    out.append(Scenario([["later", 1, 1.0, ["set", 0, "obj"]], ["yield", ["F", 0], True]],
+                        threads=[[[0.5, ["add", 11, [], None]]], [[0.5, ["add", 21, [], None]]]],
+                        preempt=1.0, opcodes=True))
     return out
 
 
