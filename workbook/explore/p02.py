@@ -160,6 +160,7 @@ def run(module: Any, sc: Scenario, choices: Choices | None = None) -> Outcome:
                  "Cancelled": lambda: Cancelled("injected")}.get(sc.interrupt or "")
     sched = Scheduler(sc.seed, preempt=sc.preempt, jump=sc.jump,
                       faults=[interrupt] if interrupt else [],
+                      line_preempt=0.05 if sc.ops else 0.0, opcodes=sc.ops,
                       learner_files=frozenset({module.__file__}), choices=choices,
                       on_line=on_line if sc.signal or sc.pause else None,
                       lags={(sc.lag[0], sc.lag[1]): sc.lag[2]} if sc.lag else None,

@@ -80,6 +80,7 @@ class Scenario:
     version: int = 1
     script: list[int] | None = None
     bound: int = 0
+    ops: bool = False  # threads may stop inside a line, after each read of shared state
 
     def describe(self) -> str:
         parts = [f"dials {', '.join(self.dials) or 'none'}",
@@ -113,6 +114,8 @@ class Scenario:
             extra.append(f"the wall clock jumps {self.jump:+g} s once time moves")
         if self.preempt:
             extra.append(f"preemption {self.preempt:g}")
+        if self.ops:
+            extra.append("threads stopped inside lines too (after each read of shared state)")
         if self.script is not None:
             extra.append(f"a systematic schedule, {self.bound} preemption(s) allowed")
         return "; ".join(parts) + (" (" + ", ".join(extra) + ")" if extra else "")
@@ -299,7 +302,15 @@ def pairs(extensions: bool = True) -> list[Scenario]:
     return [Scenario(list(dials), timeout, [[list(RUN)], [list(PAIR_OPS[a])],
                                             [list(PAIR_OPS[b])]], early=early, preempt=1.0)
             for dials, timeout, early in PAIR_STARTS[:2]
-            for i, a in enumerate(names) for b in names[i:]]
+            for i, a in enumerate(names) for b in names[i:]] + midline()
+
+
+def midline() -> list[Scenario]:
+    """The loop's run beside a second run() of the same control, threads stopped inside
+    lines just after a read of shared state (a flag read and set in one statement is still
+    two steps); walked by ``bounded.each_first``.  (A press has nothing to read and write
+    back: it stores a flag and sends under the lock.)"""
+    return [Scenario(["late"], None, [[list(RUN)], [list(RUN)]], preempt=1.0, ops=True)]
 
 
 def triples(extensions: bool = True) -> list[Scenario]:
