@@ -132,8 +132,8 @@ def test_no_collection_runs_inside_a_run_so_earlier_garbage_cannot_shift_the_sch
         def __init__(self) -> None:
             self.me = self  # a cycle: only a collection frees it
 
-        def __del__(self) -> None:
-            seen.append(Scheduler.active is not None)
+        def __del__(self) -> None:  # True: inside a controlled thread of a run
+            seen.append(Scheduler.active is not None and Scheduler.active.task() is not None)
 
     assert gc.isenabled()
     for _ in range(50):

@@ -411,14 +411,14 @@ class Scheduler:
         self.tasks = [Task(self, i, name, body) for i, (name, body) in enumerate(bodies)]
         for t in self.tasks:
             t.start()
-        Scheduler.active = self
-        midline.start(self._midline if self.opcodes else None)
         # No collection inside a run: one would call finalizers (a learner's __del__ or
         # weakref.finalize, of objects left by earlier runs) in whichever controlled thread
         # allocated, making their lines extra points, so a scenario's schedule would depend
         # on the process's history.  The garbage waits for the first allocation after it.
         collecting = gc.isenabled()
         gc.disable()
+        Scheduler.active = self
+        midline.start(self._midline if self.opcodes else None)
         try:
             self._loop(first_alone)
         finally:
