@@ -20,8 +20,8 @@ A problem's explorer (``p03`` is the first) is a module with:
   have many points may set ``WALK = bounded.deviations`` (one deviation from the default
   schedule at each point, spread over the run) and its own ``PER_SCENARIO``, or choose
   both per scenario with ``walk(scenario) -> (WALK, PER_SCENARIO)``; a scenario whose
-  ``ops`` (P04: ``opcodes``) is true, threads stopped inside lines, is walked by
-  ``bounded.each_first``, at most ``PER_OPS_SCENARIO`` runs;
+  ``ops`` is true (threads stopped inside lines) is walked by ``bounded.each_first``, at
+  most ``PER_OPS_SCENARIO`` runs;
 - ``load(path)``: its controlled copy of the learner's module (``driver.load`` with the
   stand-ins it needs: ``prims.patch`` for threading/time, more for sockets or selectors).
 
@@ -50,7 +50,7 @@ SHRINK_SCHEDULES = 8
 #: concurrency bugs within one or two), and the most schedules run per scenario.
 BOUND = 1
 PER_SCENARIO = 400
-#: The runs of a scenario stopped inside lines (``ops``, ``opcodes``): one per way to leave the default
+#: The runs of a scenario stopped inside lines (``ops``): one per way to leave the default
 #: schedule once, and once from each schedule where another thread runs first.  Every
 #: bytecode read is a point there: the schedules with one preemption are far more than a
 #: depth-first walk reaches, and it would only vary their ends.
@@ -164,7 +164,7 @@ def walk_of(problem: ModuleType, sc: Any) -> tuple[Callable[..., Any], int]:
     ``PER_SCENARIO`` (default: every schedule within the bound)."""
     if hasattr(problem, "walk"):
         return problem.walk(sc)
-    if getattr(sc, "ops", False) or getattr(sc, "opcodes", False):
+    if getattr(sc, "ops", False):
         return bounded.each_first, PER_OPS_SCENARIO
     return (getattr(problem, "WALK", bounded.schedules),
             getattr(problem, "PER_SCENARIO", PER_SCENARIO))
