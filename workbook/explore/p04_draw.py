@@ -6,8 +6,8 @@
   from every place a callback runs, a turn that lasts past a deadline, close() beside an
   add_callback, faults in every OS call of the loop;
 - ``pairs()`` and ``triples()``: a loop in each starting state (asleep without a timeout,
-  asleep until a timeout, busy taking turns, about to stop) beside one or two other threads
-  calling add_callback, under every schedule with one preemption (``bounded``);
+  asleep until a timeout, busy taking turns, about to stop, closing) beside one or two other
+  threads calling add_callback, under every schedule with one preemption (``bounded``);
 - ``strategy()``: Hypothesis draws programs -- main's steps, a sub-coroutine, callbacks that
   do one more thing when they run, other threads -- with edge values for every parameter;
 - ``candidates()``: smaller or plainer scenarios, to shrink a counterexample.
