@@ -248,7 +248,7 @@ def test_a_thread_started_but_not_yet_running_means_the_check_can_still_move(mon
     assert newborn.ident is None
     monkeypatch.setattr(threading, "enumerate", lambda: [threading.current_thread(), newborn])
     session = SimpleNamespace(watchers={}, watchers_lock=threading.Lock(), excluded=set(),
-                              background=set(), guards=set(), guards_lock=threading.Lock(),
+                              background={}, guards=set(), guards_lock=threading.Lock(),
                               is_learner=lambda filename: False)
     shot = observe.take_snapshot(session, threading.get_ident(), FAR)
     assert shot.looks == [] and shot.why == "thread 'newborn' is starting"

@@ -7,6 +7,8 @@ import re
 import threading
 import time
 
+import pytest
+
 from tests.selftest.test_stuck import failed, fixture_file, line_of
 from workbook import manifest
 from workbook.run import run_check
@@ -136,3 +138,48 @@ def test_the_watch_names_a_thread_kept_waiting_for_the_gil_and_the_thread_that_h
                      said[0]), said
     assert "while thread 'hog' kept the interpreter" in said[0], said
     assert "mostly at " in said[0] and "gilhog.py:3: `sum(range(4_000_000))`" in said[0], said
+
+
+def test_a_thread_that_reuses_the_ident_of_one_from_an_earlier_check_is_still_watched():
+    """A thread left over from an earlier check is not this check's business, but once it
+    ends, a thread of this check may get its ident (glibc hands the freed stack, and so the
+    same ``pthread_t``, to the next thread at once).  Left out of the looks as an old one,
+    that thread vanished: with nothing left to look at, a check whose thread was busy was
+    called stuck within 0.1 s -- once, at load 14, a correct queue that sleeps 20 ms a call."""
+    detector = Detector()
+    release, stop = threading.Event(), threading.Event()
+    old = threading.Thread(target=release.wait, args=(30,), name="from-earlier", daemon=True)
+    old.start()
+    detector.begin_check()  # ``old`` belongs to an earlier check
+    release.set()
+    old.join(10)
+
+    def busy() -> None:
+        while not stop.is_set():
+            pass
+
+    new = None
+    for _ in range(50):  # the next thread normally gets the freed ident at once
+        new = threading.Thread(target=busy, name="this-check", daemon=True)
+        new.start()
+        if new.ident == old.ident:
+            break
+        stop.set()
+        new.join(10)
+        stop.clear()
+    try:
+        if new.ident != old.ident:
+            pytest.skip("this C library did not hand a thread's ident to the next one")
+        watch = Watch("the test", time.monotonic() + 60, detector)
+        found = []
+        for _ in range(12):  # 0.1 s of still looks was enough for the verdict
+            step = watch.step()
+            if step is not None:
+                found.append(step)
+                break
+            time.sleep(0.02)
+        assert not found, found[0][1].text
+        assert watch.seen.get(new, 0) >= 3, "the busy thread of this check was never looked at"
+    finally:
+        stop.set()
+        new.join(10)

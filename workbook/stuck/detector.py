@@ -47,7 +47,10 @@ class Detector:
         self.watchers: dict[int, float] = {}  # thread ident -> deadline of its bounded wait
         self.watchers_lock = threading.Lock()  # guards watchers
         self.excluded: set[int] = set()  # idents of harness threads that never count
-        self.background: set[int] = set()  # idents alive when the current check began
+        #: The threads alive when the current check began (by ``id``, each kept so its id
+        #: stays its own): never by ident, which a thread of this check may get once an old
+        #: one has ended -- it would then be left out of every look.
+        self.background: dict[int, threading.Thread] = {}
         self.guards: set = set()  # pending asyncio bounds set by ``testkit.bounded``
         self.guards_lock = threading.Lock()  # guards guards
         self.hooks: list[Callable[[Snapshot], list[str]]] = []
@@ -68,9 +71,9 @@ class Detector:
     def begin_check(self) -> CheckLog:
         """A check starts: threads alive now belong to earlier checks.  Its fresh log."""
         self.check = CheckLog()
-        main = threading.main_thread().ident
-        self.background = {t.ident for t in threading.enumerate()
-                           if t.ident is not None and t.ident != main}
+        main = threading.main_thread()
+        self.background = {id(t): t for t in threading.enumerate()
+                           if t.ident is not None and t is not main}
         with self.guards_lock:
             self.guards.clear()
         return self.check

@@ -21,7 +21,7 @@ class Session(Protocol):
     watchers: dict[int, float]
     watchers_lock: Any
     excluded: set[int]
-    background: set[int]
+    background: dict[int, threading.Thread]  # id(thread) -> thread, of earlier checks
     guards: set
     guards_lock: Any
 
@@ -155,7 +155,7 @@ def take_snapshot(session: Session, me: int, deadline: float) -> Snapshot:
             continue
         if ident == me or ident in session.excluded or ident in watchers:
             continue
-        if ident in session.background and thread is not threading.main_thread():
+        if session.background.get(id(thread)) is thread:
             continue
         look = look_at(thread, stacks.get(ident, []), deadline, session)
         if look.state in ("moving", "timed") and not why:
