@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from workbook import ROOT, manifest, records
+from workbook import ROOT, bytecode, manifest, records
 from workbook.errors import UsageError  # noqa: F401 - also imported from here
 from workbook.tuning import TEST_TIMEOUT
 
@@ -265,6 +265,7 @@ def iter_check(problem: manifest.Problem, target: Path, *, time_limit: float | N
         return
     limit = time_limit or problem.time_limit
     tally = Tally(problem)
+    bytecode.warm_once(ROOT, python)  # the run compiles none of the harness again
     with tempfile.TemporaryDirectory(prefix="workbook-") as tmp:
         report = Path(tmp) / "report.jsonl"
         report.touch()

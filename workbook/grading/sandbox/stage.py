@@ -8,7 +8,6 @@ import ast
 import atexit
 import hashlib
 import importlib.util
-import marshal
 import os
 import shutil
 import tempfile
@@ -16,7 +15,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbook import ROOT, manifest
+from workbook import ROOT, bytecode, manifest
 from workbook.grading.sandbox.uids import UID_BASE
 
 #: Staging directories are named ``workbook-grade-<grader pid>-<random>``.
@@ -87,19 +86,11 @@ def judging_imports(files: dict[str, bytes], problem: manifest.Problem) -> list[
 
 
 def _bytecode(rel: str, source: bytes) -> tuple[str, bytes] | None:
-    """``rel``'s compiled form as a checked-hash ``.pyc`` (PEP 552: valid whatever the staged
-    file's mtime, and only while its bytes are the ones compiled), so that no run compiles
-    the harness again.  None for files pytest rewrites itself (tests, conftest)."""
-    name = Path(rel).name
-    if not name.endswith(".py") or name.startswith("test_") or name == "conftest.py":
-        return None
-    try:
-        code = compile(source, rel, "exec", dont_inherit=True)
-    except (SyntaxError, ValueError):
-        return None
-    header = importlib.util.MAGIC_NUMBER + (0b11).to_bytes(4, "little")
-    return (importlib.util.cache_from_source(rel),
-            header + importlib.util.source_hash(source) + marshal.dumps(code))
+    """``rel``'s checked-hash ``.pyc`` (``bytecode.compiled``: valid whatever the staged
+    file's mtime, and only while its bytes are the ones compiled) and where it goes, so that
+    no run compiles the harness again."""
+    code = bytecode.compiled(rel, source)
+    return None if code is None else (importlib.util.cache_from_source(rel), code)
 
 
 @dataclass(frozen=True)
