@@ -75,3 +75,53 @@ def test_nothing_is_pinned_where_one_cpu_or_no_affinity_is_available(monkeypatch
     monkeypatch.setattr(onecpu, "_ALLOWED", None)
     assert onecpu.here() is None
     onecpu.release()  # nothing to give back: no error either
+
+
+def _in_a_thread(fn) -> list:
+    out: list = []
+    thread = threading.Thread(target=lambda: out.append(fn()), daemon=True)
+    thread.start()
+    thread.join(30)
+    return out
+
+
+@needs_two
+def test_runs_in_a_row_keep_the_controller_on_its_cpu_and_the_block_lets_it_go():
+    def controller():
+        between = []
+        with onecpu.kept():
+            for _ in range(3):
+                sched = Scheduler(0)
+                sched.run([("setup", lambda: None), ("T1", lambda: None)])
+                between.append((sched.cpu, set(os.sched_getaffinity(0))))
+        return between, set(os.sched_getaffinity(0))
+
+    [(between, after)] = _in_a_thread(controller)
+    cpu = between[0][0]
+    assert between == [(cpu, {cpu})] * 3  # the same CPU, kept from one run to the next
+    assert after == ALLOWED
+
+
+@needs_two
+def test_a_controller_kept_longer_than_hold_lets_go_after_its_run(monkeypatch):
+    monkeypatch.setattr(onecpu, "HOLD", 0.0)
+
+    def controller():
+        with onecpu.kept():
+            Scheduler(0).run([("setup", lambda: None), ("T1", lambda: None)])
+            return set(os.sched_getaffinity(0))
+
+    assert _in_a_thread(controller) == [ALLOWED]
+
+
+@needs_two
+def test_a_kept_block_left_by_an_exception_lets_the_controller_go():
+    def controller():
+        try:
+            with onecpu.kept():
+                onecpu.pin(sorted(ALLOWED)[0])
+                raise KeyError("boom")
+        except KeyError:
+            return set(os.sched_getaffinity(0))
+
+    assert _in_a_thread(controller) == [ALLOWED]

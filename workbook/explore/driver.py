@@ -38,7 +38,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from workbook.explore import bounded, foreign, prims, tokens
+from workbook.explore import bounded, foreign, onecpu, prims, tokens
 from workbook.explore.sched import Event
 from workbook.explore.timeline import as_timeline, render
 
@@ -192,6 +192,12 @@ def explore(problem: ModuleType, path: str | os.PathLike, *, examples: int | Non
             seed: int | None = None, seconds: float | None = None) -> Report:
     """Run ``problem``'s systematic scenarios, then draw up to ``examples`` more (or for
     ``seconds``) from ``seed``; stop at the first counterexample and shrink it."""
+    with onecpu.kept():  # thousands of runs in a row: the controller stays on one CPU
+        return _explore(problem, path, examples, seed, seconds)
+
+
+def _explore(problem: ModuleType, path: str | os.PathLike, examples: int | None,
+             seed: int | None, seconds: float | None) -> Report:
     from hypothesis import HealthCheck, Phase, Verbosity, given, settings
     from hypothesis import seed as hseed
 
