@@ -26,6 +26,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from workbook.explore.strategies import between, pick
+
 from workbook.explore.scenario import schedule_notes
 
 #: Items: a plain object (identity is what counts), falsy values, None, an object equal to
@@ -195,40 +197,40 @@ def well_formed(sc: Scenario) -> bool:
 
 @st.composite
 def scenarios(draw: Any) -> Scenario:
-    item = st.sampled_from(ITEMS)
-    setup: list[list[Any]] = [["old_loop"]] if draw(st.integers(0, 7)) == 0 else []
-    setup += [["put", draw(item)] for _ in range(draw(st.integers(0, 1)))]
-    where = draw(st.sampled_from(("setup", "setup", "consumer")))
-    how = draw(st.sampled_from(BINDS))
+    item = pick(ITEMS)
+    setup: list[list[Any]] = [["old_loop"]] if draw(between(0, 7)) == 0 else []
+    setup += [["put", draw(item)] for _ in range(draw(between(0, 1)))]
+    where = draw(pick(("setup", "setup", "consumer")))
+    how = draw(pick(BINDS))
     consumer: list[list[Any]] = []
     if where == "setup":
         setup.append(["bind", how])
-        for _ in range(draw(st.integers(0, 2))):
+        for _ in range(draw(between(0, 2))):
             if draw(st.booleans()):
                 setup.append(["put", draw(item)])
             else:
-                setup.append(["get", draw(st.sampled_from((1, "default"))), 0])
+                setup.append(["get", draw(pick((1, "default"))), 0])
     else:
         consumer.append(["bind", how])
-    for _ in range(draw(st.integers(1, 3))):
-        if draw(st.integers(0, 9)) == 0:
-            consumer.append(["busy", draw(st.sampled_from((0.5, 1.0)))])
-        consumer.append(["get", draw(st.sampled_from(MAXES)), draw(st.sampled_from(TIMEOUTS)),
-                         draw(st.sampled_from(DELAYS)), draw(st.sampled_from(CANCELS))])
-    producers = [[["put", draw(item), draw(st.sampled_from(DELAYS))]
-                  for _ in range(draw(st.integers(1, 3)))]
-                 for _ in range(draw(st.integers(1, 3)))]
+    for _ in range(draw(between(1, 3))):
+        if draw(between(0, 9)) == 0:
+            consumer.append(["busy", draw(pick((0.5, 1.0)))])
+        consumer.append(["get", draw(pick(MAXES)), draw(pick(TIMEOUTS)),
+                         draw(pick(DELAYS)), draw(pick(CANCELS))])
+    producers = [[["put", draw(item), draw(pick(DELAYS))]
+                  for _ in range(draw(between(1, 3)))]
+                 for _ in range(draw(between(1, 3)))]
     return Scenario(
         setup=setup, consumer=consumer, producers=producers,
-        hook=draw(st.sampled_from(HOOKS)), end=draw(st.sampled_from(("drain", "drain", "close"))),
-        fault=draw(st.sampled_from(FAULTS)), late=draw(st.booleans()),
-        spurious=draw(st.integers(0, 2)), spurious_after=draw(st.sampled_from((0.25, 0.5, 1.0))),
-        stall=draw(st.sampled_from((0.0, 0.0, 0.5, 1.0))), stall_after=draw(st.booleans()),
-        defer=draw(st.sampled_from((0.0, 0.0, 0.0, 0.5, 1.0))),
-        lag=draw(st.sampled_from((0.0, 0.0, 0.5))),
-        jump=draw(st.sampled_from((0.0, 0.0, 0.0, -100.0, 100.0))),
-        preempt=draw(st.sampled_from(PREEMPT)), lines=draw(st.booleans()),
-        seed=draw(st.integers(0, 2**16)))
+        hook=draw(pick(HOOKS)), end=draw(pick(("drain", "drain", "close"))),
+        fault=draw(pick(FAULTS)), late=draw(st.booleans()),
+        spurious=draw(between(0, 2)), spurious_after=draw(pick((0.25, 0.5, 1.0))),
+        stall=draw(pick((0.0, 0.0, 0.5, 1.0))), stall_after=draw(st.booleans()),
+        defer=draw(pick((0.0, 0.0, 0.0, 0.5, 1.0))),
+        lag=draw(pick((0.0, 0.0, 0.5))),
+        jump=draw(pick((0.0, 0.0, 0.0, -100.0, 100.0))),
+        preempt=draw(pick(PREEMPT)), lines=draw(st.booleans()),
+        seed=draw(between(0, 2**16)))
 
 
 # ---- fixed shapes ---------------------------------------------------------------------------------

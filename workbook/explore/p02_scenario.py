@@ -20,6 +20,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from workbook.explore.strategies import between, pick
+
 #: Dial kinds: the learner's ``dial()`` to a loopback port that accepts ("up"), refuses
 #: ("down") or never answers ("stuck"), the explorer's "late" dial (pending until a thread
 #: connects or refuses it), and addresses ``dial()`` must refuse, leaving nothing open.
@@ -161,43 +163,43 @@ def _op(kind: str, k: int, n: int, delay: float) -> list[Any]:
 
 @st.composite
 def scenarios(draw: Any, extensions: bool = True) -> Scenario:
-    dials = [draw(st.sampled_from(DIALS)) for _ in range(draw(st.integers(0, 3)))]
-    if draw(st.integers(0, 9)) == 0:
-        dials.insert(0, draw(st.sampled_from(sorted(BAD_ADDRESSES))))
-    timeout = draw(st.sampled_from(TIMEOUTS + BAD_TIMEOUTS[:1]))
-    loop = [["run", None, draw(st.sampled_from(DELAYS))]]
-    after = draw(st.sampled_from(LOOP_AFTER))
+    dials = [draw(pick(DIALS)) for _ in range(draw(between(0, 3)))]
+    if draw(between(0, 9)) == 0:
+        dials.insert(0, draw(pick(sorted(BAD_ADDRESSES))))
+    timeout = draw(pick(TIMEOUTS + BAD_TIMEOUTS[:1]))
+    loop = [["run", None, draw(pick(DELAYS))]]
+    after = draw(pick(LOOP_AFTER))
     if after:
         loop.append([after, None, 0])
     threads = [loop]
-    for _ in range(draw(st.integers(1, 2))):
-        threads.append([_op(draw(st.sampled_from(OPS)), draw(st.integers(0, 2)),
-                            draw(st.sampled_from(STRAYS)), draw(st.sampled_from(DELAYS)))
-                        for _ in range(draw(st.integers(1, 3)))])
+    for _ in range(draw(between(1, 2))):
+        threads.append([_op(draw(pick(OPS)), draw(between(0, 2)),
+                            draw(pick(STRAYS)), draw(pick(DELAYS)))
+                        for _ in range(draw(between(1, 3)))])
     fault = None
-    if draw(st.integers(0, 3)) == 0:
-        kind = draw(st.sampled_from(sorted(FAULT_KINDS)))
-        fault = [draw(st.sampled_from((0, 1, 1, 2))), kind,
-                 draw(st.integers(1, FAULT_KINDS[kind])), draw(st.sampled_from(FAULT_EXCS))]
+    if draw(between(0, 3)) == 0:
+        kind = draw(pick(sorted(FAULT_KINDS)))
+        fault = [draw(pick((0, 1, 1, 2))), kind,
+                 draw(between(1, FAULT_KINDS[kind])), draw(pick(FAULT_EXCS))]
     signal = None
-    if draw(st.integers(0, 5)) == 0:
-        signal = [draw(st.integers(1, len(threads))), draw(st.integers(1, 40))]
+    if draw(between(0, 5)) == 0:
+        signal = [draw(between(1, len(threads))), draw(between(1, 40))]
     pause = None
-    if draw(st.integers(0, 4)) == 0:
-        pause = [1, draw(st.integers(1, 70)), draw(st.integers(0, 1))]
-        threads.append([[f"at pause {draw(st.sampled_from(OPS[:8]))}",
-                         draw(st.integers(0, 2)), 0]])
+    if draw(between(0, 4)) == 0:
+        pause = [1, draw(between(1, 70)), draw(between(0, 1))]
+        threads.append([[f"at pause {draw(pick(OPS[:8]))}",
+                         draw(between(0, 2)), 0]])
     lag = None
-    if draw(st.integers(0, 4)) == 0:
-        lag = [draw(st.integers(1, len(threads))), draw(st.integers(1, 30)),
-               draw(st.sampled_from((0.25, 0.5, 2.0)))]
+    if draw(between(0, 4)) == 0:
+        lag = [draw(between(1, len(threads))), draw(between(1, 30)),
+               draw(pick((0.25, 0.5, 2.0)))]
     return Scenario(
-        dials=dials, timeout=timeout, threads=threads, early=draw(st.sampled_from((0, 0, 0, 1))),
-        slow=draw(st.sampled_from((0.0, 0.0, 0.0, 0.001))),
-        bad=draw(st.sampled_from((None,) * 6 + BAD_ARGS)), fault=fault,
-        interrupt=draw(st.sampled_from((None, None, "KeyboardInterrupt", "Cancelled"))),
-        signal=signal, pause=pause, lag=lag, jump=draw(st.sampled_from((0.0, 0.0, -100.0, 100.0))),
-        preempt=draw(st.sampled_from(PREEMPT)), seed=draw(st.integers(0, 2**16)))
+        dials=dials, timeout=timeout, threads=threads, early=draw(pick((0, 0, 0, 1))),
+        slow=draw(pick((0.0, 0.0, 0.0, 0.001))),
+        bad=draw(pick((None,) * 6 + BAD_ARGS)), fault=fault,
+        interrupt=draw(pick((None, None, "KeyboardInterrupt", "Cancelled"))),
+        signal=signal, pause=pause, lag=lag, jump=draw(pick((0.0, 0.0, -100.0, 100.0))),
+        preempt=draw(pick(PREEMPT)), seed=draw(between(0, 2**16)))
 
 
 # ---- systematic shapes ---------------------------------------------------------------------

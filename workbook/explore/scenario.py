@@ -7,10 +7,13 @@ starts, and every run makes fresh objects.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import strategies as st
+
+from workbook.explore.strategies import between, pick
 
 from workbook.explore import tokens
 
@@ -135,26 +138,27 @@ def _t(timeout: Any) -> str:
     return "None" if timeout is None else f"{timeout:g}"
 
 
+@functools.lru_cache(maxsize=None)
+def _op(kinds: tuple[str, ...]) -> st.SearchStrategy:
+    """One operation of a thread: made once per set of kinds (see ``strategies``)."""
+    return st.tuples(pick(kinds), pick(ITEMS), pick(TIMEOUTS), pick(DELAYS)).map(_tidy)
+
+
 @st.composite
 def scenarios(draw: Any, extensions: bool = True) -> Scenario:
-    kinds = ALL_KINDS if extensions else CORE_KINDS
-    capacity = draw(st.integers(1, 2))
-    preload = [draw(st.sampled_from(ITEMS[:5])) for _ in range(draw(st.integers(0, capacity)))]
-
-    def op() -> st.SearchStrategy:
-        return st.tuples(st.sampled_from(kinds), st.sampled_from(ITEMS),
-                         st.sampled_from(TIMEOUTS), st.sampled_from(DELAYS)).map(_tidy)
-
+    op = _op(ALL_KINDS if extensions else CORE_KINDS)
+    capacity = draw(between(1, 2))
+    preload = [draw(pick(ITEMS[:5])) for _ in range(draw(between(0, capacity)))]
     # sizes drawn as integers (near-uniform) rather than as list lengths (short ones favoured)
-    threads = [[draw(op()) for _ in range(draw(st.integers(1, 3)))]
-               for _ in range(draw(st.integers(2, 3)))]
+    threads = [[draw(op) for _ in range(draw(between(1, 3)))]
+               for _ in range(draw(between(2, 3)))]
     return Scenario(
         capacity=capacity, preload=preload, threads=threads,
-        fault=draw(st.sampled_from(FAULTS)), late=draw(st.booleans()),
-        spurious=draw(st.integers(0, 2)),
-        preempt=draw(st.sampled_from(PREEMPT)), lines=draw(st.booleans()),
-        jump=draw(st.sampled_from((0.0, 0.0, -100.0, 100.0))),
-        seed=draw(st.integers(0, 2**16)), extensions=extensions)
+        fault=draw(pick(FAULTS)), late=draw(st.booleans()),
+        spurious=draw(between(0, 2)),
+        preempt=draw(pick(PREEMPT)), lines=draw(st.booleans()),
+        jump=draw(pick((0.0, 0.0, -100.0, 100.0))),
+        seed=draw(between(0, 2**16)), extensions=extensions)
 
 
 def systematic(extensions: bool = True) -> list[Scenario]:
