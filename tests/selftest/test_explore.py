@@ -299,3 +299,25 @@ def test_a_long_run_of_one_step_or_one_pair_of_steps_is_shown_as_a_count():
                      "calls take()"]
     few = events[:6]  # four repeats: shown as they are
     assert collapse(few) == few
+
+
+def test_the_scenarios_drawn_from_a_seed_do_not_depend_on_the_numbers_in_the_learner_file(
+        tmp_path, monkeypatch):
+    # Two copies of the reference, one with 300 extra numbers in its source (Hypothesis would
+    # mix literal numbers of 100 or more from loaded local modules into its draws: a seed
+    # drawn from 0..65535 could be one of them).  Each in a folder of its own, as a learner's.
+    source = REFERENCE.read_text("utf-8")
+    extra = "ODD = (" + ", ".join(str(n) for n in range(30_000, 30_300)) + ")\n"
+    drawn: dict[str, list[str]] = {}
+    run = p03.run
+    for name, text in (("plain", source), ("odd", source + "\n" + extra)):
+        path = tmp_path / name / REFERENCE.name
+        path.parent.mkdir()
+        path.write_text(text, "utf-8")
+        seen: list[str] = []
+        monkeypatch.setattr(p03, "run", lambda m, sc, ch=None, seen=seen: (
+            seen.append(repr(sc)), run(m, sc, ch))[1])
+        report = p03.explore(path)
+        assert report.found is None and len(seen) >= report.runs
+        drawn[name] = seen
+    assert drawn["plain"] == drawn["odd"]
