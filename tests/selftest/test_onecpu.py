@@ -15,6 +15,16 @@ ALLOWED = set(os.sched_getaffinity(0))
 needs_two = pytest.mark.skipif(len(ALLOWED) < 2, reason="one CPU: nothing to pin")
 
 
+def _in_a_thread(fn) -> list:
+    """What ``fn`` returns, called in a thread of its own (a controller of its own runs);
+    an empty list if it did not return within 30 s."""
+    out: list = []
+    thread = threading.Thread(target=lambda: out.append(fn()), daemon=True)
+    thread.start()
+    thread.join(30)
+    return out
+
+
 @needs_two
 def test_each_thread_of_a_run_is_kept_on_the_cpu_the_controller_was_on(monkeypatch):
     # Two runs on two CPUs in turn: the pooled worker threads of the first (which would
@@ -34,16 +44,11 @@ def test_each_thread_of_a_run_is_kept_on_the_cpu_the_controller_was_on(monkeypat
 
 @needs_two
 def test_the_controller_may_run_anywhere_again_once_the_run_is_over():
-    done: list[set[int]] = []
-
     def controller():
         Scheduler(0).run([("setup", lambda: None), ("T1", lambda: None)])
-        done.append(set(os.sched_getaffinity(0)))
+        return set(os.sched_getaffinity(0))
 
-    thread = threading.Thread(target=controller, daemon=True)
-    thread.start()
-    thread.join(30)
-    assert done == [ALLOWED]
+    assert _in_a_thread(controller) == [ALLOWED]
 
 
 @needs_two
@@ -53,16 +58,14 @@ def test_here_names_a_cpu_this_process_may_use():
 
 @needs_two
 def test_the_cpu_read_from_proc_is_the_one_a_thread_is_kept_on():
-    seen: list[tuple[int, int | None]] = []
-
     def on_each():
+        seen = []
         for cpu in sorted(ALLOWED)[:2]:
             os.sched_setaffinity(0, (cpu,))
             seen.append((cpu, procfs.current_cpu()))
+        return seen
 
-    thread = threading.Thread(target=on_each, daemon=True)
-    thread.start()
-    thread.join(30)
+    [seen] = _in_a_thread(on_each)
     assert len(seen) == 2 and all(cpu == read for cpu, read in seen), seen
 
 
@@ -75,14 +78,6 @@ def test_nothing_is_pinned_where_one_cpu_or_no_affinity_is_available(monkeypatch
     monkeypatch.setattr(onecpu, "_ALLOWED", None)
     assert onecpu.here() is None
     onecpu.release()  # nothing to give back: no error either
-
-
-def _in_a_thread(fn) -> list:
-    out: list = []
-    thread = threading.Thread(target=lambda: out.append(fn()), daemon=True)
-    thread.start()
-    thread.join(30)
-    return out
 
 
 @needs_two

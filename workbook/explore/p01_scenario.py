@@ -26,9 +26,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from workbook.explore.strategies import between, pick
-
 from workbook.explore.scenario import schedule_notes
+from workbook.explore.strategies import between, pick
 
 #: Items: a plain object (identity is what counts), falsy values, None, an object equal to
 #: everything, one that refuses to be compared, hashed or tested for truth (as a numpy

@@ -13,9 +13,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from workbook.explore.strategies import between, pick
-
 from workbook.explore import tokens
+from workbook.explore.strategies import between, pick
 
 #: Items, simplest first (Hypothesis shrinks towards the front of each list): a plain object
 #: (weakly referenceable, so a kept reference can be seen), falsy values, an object equal to
