@@ -231,14 +231,66 @@ def test_a_queue_that_blocks_outside_the_explorers_control_stops_the_search_and_
     assert report.uncontrolled.split()[0].startswith("T"), report.uncontrolled
 
 
-def test_a_thread_the_file_starts_in_a_run_is_not_started_and_the_search_stops_saying_so():
-    # A threading.Timer delivers the deadline: correct, and not schedulable by the explorer.
+def test_a_thread_the_file_starts_in_a_run_is_scheduled_and_explored_with_the_others():
+    # A threading.Timer delivers the deadline: correct, and explored like any other design
+    # (it used to end the search at its first run, unexplored).
     from workbook.explore import p01
     path = dict(variants.alternates(manifest.get("p01")))["deadline_on_a_timer_thread"]
     report = driver.explore(p01, str(path))
-    assert report.found is None
-    assert report.uncontrolled == ("the file starts a thread of its own (Timer), which the "
-                                   "explorer cannot schedule"), report.uncontrolled
+    assert report.found is None and report.uncontrolled == "", report.uncontrolled
+    assert report.runs > 1000, report.runs
+
+
+#: One line a mistake could hide behind: a thread that does nothing, started in the
+#: constructor, so in the first run of every exploration.
+_DECOY = """
+
+import threading as _threading
+_real_init = BoundedBlockingQueue.__init__
+
+
+def _init(self, *args, **kwargs):
+    _real_init(self, *args, **kwargs)
+    _threading.Thread(target=lambda: None, daemon=True).start()
+
+
+BoundedBlockingQueue.__init__ = _init
+"""
+
+
+def test_a_thread_started_to_hide_a_mistake_hides_nothing(tmp_path):
+    v = variants.get(manifest.get("p03"), "wrong", "second_shutdown_ignored")
+    path = tmp_path / "p03_bounded_queue.py"
+    path.write_text(variants.apply(v) + _DECOY, "utf-8")
+    report = driver.explore(p03, str(path))
+    assert report.uncontrolled == "", report.uncontrolled
+    assert report.found is not None, "the decoy thread hid the mistake"
+    assert "still holds a reference" in report.found.problem, report.found.problem
+
+
+def test_a_thread_the_file_starts_is_joined_and_its_end_seen_on_the_virtual_clock():
+    from workbook.explore import foreign, prims
+    from workbook.explore.sched import Scheduler
+    seen = []
+
+    def helper():
+        prims.sleep(0.5)
+        seen.append(("helper done", prims.monotonic()))
+
+    def body():
+        t = foreign.Thread(target=helper)
+        t.start()
+        seen.append(("alive", t.is_alive()))
+        t.join(0.1)
+        seen.append(("after a short join", t.is_alive(), prims.monotonic()))
+        t.join()
+        seen.append(("joined", t.is_alive(), prims.monotonic()))
+        prims.Timer(2.0, lambda: seen.append(("rang", prims.monotonic()))).start()
+
+    info = Scheduler(seed=1).run([("setup", body)])
+    assert info.ended == "finished", info
+    assert seen == [("alive", True), ("after a short join", True, 1000.1),
+                    ("helper done", 1000.5), ("joined", False, 1000.5), ("rang", 1002.5)]
 
 
 def test_a_graded_run_explores_with_the_settings_pinned_before_the_learner_import(monkeypatch):

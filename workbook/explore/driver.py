@@ -39,7 +39,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterator
 
-from workbook.explore import bounded, foreign, onecpu, prims, tokens
+from workbook.explore import bounded, onecpu, prims, tokens
 from workbook.explore.sched import Event
 from workbook.explore.timeline import as_timeline, render
 
@@ -216,11 +216,6 @@ def _explore(problem: ModuleType, path: str | os.PathLike, examples: int | None,
     def judged(out: Outcome) -> bool:
         """Count a run; True when the search ends with it."""
         report.runs += 1
-        threads = foreign.take()
-        if threads:  # before its error: a thread never started may have made the call fail
-            report.uncontrolled = (f"the file starts a thread of its own ({threads[0]}), "
-                                   "which the explorer cannot schedule")
-            return True
         if out.error is not None:
             raise out.error
         if out.uncontrolled:

@@ -1,41 +1,84 @@
 """Threads the learner's file starts itself during a controlled run.
 
-The scheduler runs only the threads of a scenario, on a virtual clock.  A thread the code
-under test starts (a ``threading.Timer`` for a deadline, a helper that polls) would run
-beside it on the real clock, so the explorer cannot say what such a run shows.  Inside a run
-its ``start()`` is noted and does nothing; the driver then stops exploring with a note
-instead of judging (a correct design must never be rejected for being unschedulable).
-Outside a run (at import, say) it starts as usual.
+A thread the code under test starts (a ``threading.Timer`` for a deadline, a helper that
+polls, one started only to hide a mistake) is scheduled like the scenario's own threads: its
+``start()`` inside a run makes it one more controlled task (``_spawn``), on the
+virtual clock, so what it does is explored and judged with the rest.  ``join()`` waits for
+that task and ``is_alive()`` reads its state; ``prims.Timer`` waits on a controlled ``Event``.
+Outside a run (at import, say) a thread starts as usual.
 """
 from __future__ import annotations
 
 import _thread
 import threading
+from typing import Any, Callable
 
-from workbook.explore.sched import TASKS, Scheduler
-
-_STARTED: list[str] = []  # class names, since the driver last took them
-
-
-def take() -> list[str]:
-    """The threads the learner's code tried to start since the last call (then forgotten)."""
-    taken = _STARTED[:]
-    _STARTED.clear()
-    return taken
+from workbook.explore.sched import DONE, READY, TASKS, Abandon, Scheduler, Task
 
 
-class _Unscheduled:
+def running_task() -> Task | None:
+    """The controlled task calling, if a run is on and it belongs to that run."""
+    task = TASKS.get(_thread.get_ident())
+    return task if task is not None and task.sched is Scheduler.active else None
+
+
+def _spawn(sched: Scheduler, name: str, body: Callable[[], Any]) -> Task:
+    """One more controlled task, ready at once.  Faults and stalls land in the scenario's
+    threads only (``own``): a helper killed by one would be a fault of the explorer's."""
+    def thread_body() -> None:
+        try:
+            body()
+        except Abandon:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - as in a real thread: it ends, alone
+            sched.record(f"its thread ends with {type(exc).__name__}: {exc}", task=task)
+
+    task = Task(sched, len(sched.tasks), name, thread_body)
+    task.faultable, task.own = False, True
+    sched.tasks.append(task)
+    sched.record(f"starts a thread of its own ({name})")
+    task.start()
+    task.state = READY
+    return task
+
+
+class _Scheduled:
+    _task: Task | None = None  # the controlled task running it, once started inside a run
+
     def start(self) -> None:
-        task = TASKS.get(_thread.get_ident())
-        if task is not None and task.sched is Scheduler.active:
-            _STARTED.append(type(self).__name__)
+        caller = running_task()
+        if caller is None:
+            super().start()  # type: ignore[misc]
             return
-        super().start()  # type: ignore[misc]
+        self._task = _spawn(caller.sched, self.name, self.run)  # type: ignore[attr-defined]
+
+    def join(self, timeout: float | None = None) -> None:
+        mine = self._task
+        if mine is None:
+            super().join(timeout)  # type: ignore[misc]
+            return
+        caller = running_task()
+        if caller is None or caller.sched is not mine.sched:
+            return  # its run is over: the task ended with it
+        sched = mine.sched
+        sched.point()
+        deadline = None if timeout is None else sched.now + max(timeout, 0.0)
+        while mine.state != DONE:
+            if deadline is not None and sched.now >= deadline:
+                return
+            reason = sched.block(caller, mine, deadline, what=f"join of {mine.name}")
+            if isinstance(reason, BaseException):
+                raise reason
+
+    def is_alive(self) -> bool:
+        if self._task is None:
+            return super().is_alive()  # type: ignore[misc]
+        return self._task.state != DONE
 
 
-class Thread(_Unscheduled, threading.Thread):
+class Thread(_Scheduled, threading.Thread):
     pass
 
 
-class Timer(_Unscheduled, threading.Timer):
-    pass
+class Timer(_Scheduled, threading.Timer):
+    pass  # ``prims.Timer`` gives it a controlled Event inside a run

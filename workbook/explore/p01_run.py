@@ -383,7 +383,7 @@ class Run:
             self.wakeups.append(Wakeup(event.step, direct, put))
             if self.first_callback is None:
                 self.first_callback = (callback, args)
-        if self.sc.stall and not self.sc.stall_after and task is not None and task.index > 1:
+        if self._stalls(task, after=False):
             self._stall()
         s.point()
         if not self.sc.defer or put is None:
@@ -411,9 +411,15 @@ class Run:
                 self.wakeups[-1].raised = True
             s.record(f"call_soon_threadsafe raises {type(raised).__name__}: {raised}",
                      kind="info")
-        elif self.sc.stall and self.sc.stall_after and task is not None and task.index > 1:
+        elif self._stalls(task, after=True):
             self._stall()
         s.point()
+
+    def _stalls(self, task: Any, *, after: bool) -> bool:
+        """Whether the scenario's stall lands in this call (before or ``after`` the write):
+        only a producer's, not the setup's, the loop's or a thread the learner's file started."""
+        return bool(self.sc.stall) and self.sc.stall_after == after and task is not None \
+            and task.index > 1 and not task.own
 
     def _stall(self) -> None:
         self.sched.record(f"stalls {self.sc.stall:g} s inside call_soon_threadsafe",

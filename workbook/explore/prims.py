@@ -417,6 +417,16 @@ class Event:
             return signaled
 
 
+class Timer(foreign.Timer):
+    """``threading.Timer``: started inside a run, it waits on a controlled ``Event``, so its
+    interval passes on the virtual clock."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if foreign.running_task() is not None:
+            self.finished = Event()
+
+
 # ---- the clock ------------------------------------------------------------------------------
 
 def monotonic() -> float:
@@ -481,7 +491,7 @@ class _Facade(types.ModuleType):
 
 _THREADING = {"Lock": Lock, "RLock": RLock, "Condition": Condition, "Semaphore": Semaphore,
               "BoundedSemaphore": BoundedSemaphore, "Event": Event, "TIMEOUT_MAX": TIMEOUT_MAX,
-              "Thread": foreign.Thread, "Timer": foreign.Timer}
+              "Thread": foreign.Thread, "Timer": Timer}
 _TIME = {"monotonic": monotonic, "monotonic_ns": monotonic_ns, "time": wall_time,
          "time_ns": wall_time_ns, "perf_counter": monotonic, "perf_counter_ns": monotonic_ns,
          "sleep": sleep}

@@ -99,6 +99,7 @@ class Task:
         self.faultable = index > 0  # task 0 is the setup: nothing is injected there
         self.points = 0  # points reached so far (``Scheduler.lags`` counts them)
         self.locks_taken = 0  # acquires of a learner's Lock, RLock or Semaphore so far
+        self.own = False  # a thread the learner's code started (``foreign``)
 
     def start(self) -> None:
         """Hand this task to an idle worker thread; it waits for its first turn."""
@@ -126,6 +127,7 @@ class Task:
             sys.settrace(None)
             self.state = DONE
             TASKS.pop(self.ident, None)
+            self.sched.wake(self)  # threads joining it
             self.sched._signal()
 
 
