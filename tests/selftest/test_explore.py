@@ -241,12 +241,12 @@ def test_a_thread_the_file_starts_in_a_run_is_scheduled_and_explored_with_the_ot
     assert report.runs > 1000, report.runs
 
 
-#: One line a mistake could hide behind: a thread that does nothing, started in the
-#: constructor, so in the first run of every exploration.
+#: A mistake could hide behind one thread that does nothing, started in the constructor (so
+#: in the first run of every exploration): it used to end the search, passed.
 _DECOY = """
 
 import threading as _threading
-_real_init = BoundedBlockingQueue.__init__
+_real_init = {cls}.__init__
 
 
 def _init(self, *args, **kwargs):
@@ -254,18 +254,29 @@ def _init(self, *args, **kwargs):
     _threading.Thread(target=lambda: None, daemon=True).start()
 
 
-BoundedBlockingQueue.__init__ = _init
+{cls}.__init__ = _init
 """
 
+#: Per problem: a wrong variant only exploration rejects, and the class whose constructor
+#: starts the decoy.
+_HIDDEN = {"p01": ("none_item_ends_drain", "OutputSink"),
+           "p02": ("claim_without_lock", "Control"),
+           "p03": ("second_shutdown_ignored", "BoundedBlockingQueue"),
+           "p04": ("wake_outside_lock", "IOLoop")}
 
-def test_a_thread_started_to_hide_a_mistake_hides_nothing(tmp_path):
-    v = variants.get(manifest.get("p03"), "wrong", "second_shutdown_ignored")
-    path = tmp_path / "p03_bounded_queue.py"
-    path.write_text(variants.apply(v) + _DECOY, "utf-8")
-    report = driver.explore(p03, str(path))
+
+@pytest.mark.parametrize("pid", sorted(_HIDDEN))
+def test_a_thread_started_to_hide_a_mistake_hides_nothing(pid, tmp_path):
+    import importlib
+    problem = manifest.get(pid)
+    name, cls = _HIDDEN[pid]
+    v = variants.get(problem, "wrong", name)
+    assert set(v.fails) == {f"{pid}.explore"}  # nothing else rejects it
+    path = tmp_path / f"{problem.module}.py"
+    path.write_text(variants.apply(v) + _DECOY.format(cls=cls), "utf-8")
+    report = driver.explore(importlib.import_module(f"workbook.explore.{pid}"), str(path))
     assert report.uncontrolled == "", report.uncontrolled
     assert report.found is not None, "the decoy thread hid the mistake"
-    assert "still holds a reference" in report.found.problem, report.found.problem
 
 
 def test_a_thread_the_file_starts_is_joined_and_its_end_seen_on_the_virtual_clock():
