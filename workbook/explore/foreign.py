@@ -10,6 +10,7 @@ Outside a run (at import, say) a thread starts as usual.
 from __future__ import annotations
 
 import _thread
+import re
 import threading
 from typing import Any, Callable
 
@@ -42,6 +43,15 @@ def _spawn(sched: Scheduler, name: str, body: Callable[[], Any]) -> Task:
     return task
 
 
+def _name(thread: threading.Thread) -> str:
+    """The thread's own name, or for a default one (``Thread-N``, where N counts every thread
+    the process has made, so it changes from run to run) its class and function."""
+    if not re.fullmatch(r"Thread-\d+(?: \(.*\))?", thread.name):
+        return thread.name
+    fn = getattr(thread, "function", None) or getattr(thread, "_target", None)
+    return f"{type(thread).__name__}({getattr(fn, '__qualname__', '?')})"
+
+
 class _Scheduled:
     _task: Task | None = None  # the controlled task running it, once started inside a run
 
@@ -50,7 +60,7 @@ class _Scheduled:
         if caller is None:
             super().start()  # type: ignore[misc]
             return
-        self._task = _spawn(caller.sched, self.name, self.run)  # type: ignore[attr-defined]
+        self._task = _spawn(caller.sched, _name(self), self.run)  # type: ignore[arg-type]  # type: ignore[attr-defined]
 
     def join(self, timeout: float | None = None) -> None:
         mine = self._task
