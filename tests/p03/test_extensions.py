@@ -179,20 +179,22 @@ def _timed(thread_fn, timeout: float, wake: bool, q) -> tuple[object, float, boo
     """Run ``thread_fn`` (offer/poll with ``timeout``) in a daemon; with ``wake``, keep
     sending it do-nothing wakeups until it returns or the window below closes.
 
-    Returns (result, seconds it took in all, finished inside the window, seconds of that it
-    spent ready to run but waiting for a CPU).  The window grows by that wait: on a crowded
-    machine a worker whose deadline has passed may wait most of a second for a CPU to
-    return on, which says nothing about its code (a restarting one is parked instead)."""
+    Returns (result, seconds it took in all, finished inside the window, seconds of that
+    spent ready to run but waiting for a CPU, by the worker or by this thread).  The window
+    grows by that wait: on a crowded machine a worker whose deadline has passed may wait most
+    of a second for a CPU to return on, or for the GIL held by this thread while the kernel
+    has it waiting for a CPU, which says nothing about its code (a restarting one is parked
+    instead, whatever the window)."""
     window = timeout + max(0.6, BOUND / 8)  # the reference needs `timeout` plus scheduling
     started = time.monotonic()
     worker = start_daemon(thread_fn)
     conds = conditions(q) if wake else []
-    queued = 0.0
+    queued, mine = 0.0, run_delay_seconds()
     while worker.is_alive() and time.monotonic() - started < window + queued:
         if conds and quiet(worker, 0.01):
             notify_all(conds)
         worker.join(0.001)
-        queued = max(queued, run_delay_seconds(kernel_tid(worker)))
+        queued = max(queued, run_delay_seconds(kernel_tid(worker)) + run_delay_seconds() - mine)
     finished = not worker.is_alive()
     if not finished:
         worker.join(timeout + BOUND)  # it should at least finish once the wakeups stop
