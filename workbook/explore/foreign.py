@@ -24,8 +24,9 @@ def running_task() -> Task | None:
 
 
 def _spawn(sched: Scheduler, name: str, body: Callable[[], Any]) -> Task:
-    """One more controlled task, ready at once.  Faults and stalls land in the scenario's
-    threads only (``own``): a helper killed by one would be a fault of the explorer's."""
+    """One more controlled task, ready at once.  Not ``faultable``: faults (and P01's stalls)
+    land in the scenario's threads only, since a helper killed by one would be the
+    explorer's doing, not the learner's."""
     def thread_body() -> None:
         try:
             body()
@@ -35,7 +36,7 @@ def _spawn(sched: Scheduler, name: str, body: Callable[[], Any]) -> Task:
             sched.record(f"its thread ends with {type(exc).__name__}: {exc}", task=task)
 
     task = Task(sched, len(sched.tasks), name, thread_body)
-    task.faultable, task.own = False, True
+    task.faultable = False
     sched.tasks.append(task)
     sched.record(f"starts a thread of its own ({name})")
     task.start()
@@ -60,7 +61,7 @@ class _Scheduled:
         if caller is None:
             super().start()  # type: ignore[misc]
             return
-        self._task = _spawn(caller.sched, _name(self), self.run)  # type: ignore[arg-type]  # type: ignore[attr-defined]
+        self._task = _spawn(caller.sched, _name(self), self.run)  # type: ignore[attr-defined]
 
     def join(self, timeout: float | None = None) -> None:
         mine = self._task

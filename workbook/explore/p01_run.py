@@ -416,10 +416,11 @@ class Run:
         s.point()
 
     def _stalls(self, task: Any, *, after: bool) -> bool:
-        """Whether the scenario's stall lands in this call (before or ``after`` the write):
-        only a producer's, not the setup's, the loop's or a thread the learner's file started."""
+        """Whether the scenario's stall lands in this call (before or ``after`` the write): a
+        stall is a fault, so only in a producer, never in a task that is not ``faultable`` (the
+        setup, the loop's thread, a thread the learner's file started)."""
         return bool(self.sc.stall) and self.sc.stall_after == after and task is not None \
-            and task.index > 1 and not task.own
+            and task.faultable
 
     def _stall(self) -> None:
         self.sched.record(f"stalls {self.sc.stall:g} s inside call_soon_threadsafe",

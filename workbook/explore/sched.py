@@ -96,10 +96,11 @@ class Task:
         self.interrupted: BaseException | None = None  # the exception injected in it
         self.abandon_count = 0
         self.ident: int | None = None
-        self.faultable = index > 0  # task 0 is the setup: nothing is injected there
+        # Task 0 is the setup, and a thread the learner's code starts (``foreign``) is its
+        # own: nothing is injected into either.
+        self.faultable = index > 0
         self.points = 0  # points reached so far (``Scheduler.lags`` counts them)
         self.locks_taken = 0  # acquires of a learner's Lock, RLock or Semaphore so far
-        self.own = False  # a thread the learner's code started (``foreign``)
 
     def start(self) -> None:
         """Hand this task to an idle worker thread; it waits for its first turn."""
