@@ -21,7 +21,8 @@ TEST_TIMEOUT = 30
 #: The same backstop for an exploration checkpoint: its work is thousands of short
 #: controlled runs (3 s of CPU for P03's), which a crowded 2-core box can stretch tenfold;
 #: a hang there cannot last, since the explorer gives up a run whose thread reaches no
-#: controlled point for ``explore.sched.WALL_LIMIT`` seconds.
+#: controlled point (``explore.outside``: after 1 s, 1 s more tells a blocked one, 3 s of
+#: CPU a busy one; 30 s at most).
 EXPLORE_TIMEOUT = 100
 
 # -- the stuck detector (workbook/stuck/) ---------------------------------------------------

@@ -219,16 +219,22 @@ def test_an_item_kept_by_someone_else_is_not_the_queues_doing():
     assert problem is not None and "obj2" in problem and "discarded" in problem
 
 
-def test_a_queue_that_blocks_outside_the_explorers_control_stops_the_search_and_says_why():
+def test_a_queue_that_waits_outside_the_explorers_control_fails_the_checkpoint_and_says_where():
     # A ready-made queue.Queue blocks on locks of its own module, which the explorer does not
-    # replace: the first thread that waits there never comes back to the scheduler.
-    v = variants.get(manifest.get("p03"), "pitfall", "ready_made_queue")
-    report = driver.explore(p03, str(variants.materialize(v)))
-    assert report.found is None
-    assert report.uncontrolled.endswith(
-        " ran for 3 s without reaching a lock, a wait or the clock the explorer controls (a "
-        "primitive outside threading/time, such as a ready-made queue?)"), report.uncontrolled
-    assert report.uncontrolled.split()[0].startswith("T"), report.uncontrolled
+    # replace: the first thread that waits there never comes back to the scheduler.  A
+    # search that cannot run proves nothing: the checkpoint fails, saying where it waits.
+    from workbook.testkit.checks import Failure
+    path = str(variants.materialize(
+        variants.get(manifest.get("p03"), "pitfall", "ready_made_queue")))
+    with pytest.raises(Failure) as failed:
+        driver.check(p03, path)
+    text = str(failed.value)
+    assert text.startswith(
+        "Exploration could not check your code, so this checkpoint cannot pass: T"), text
+    assert (" waits outside a lock, a wait or the clock the explorer controls (a primitive of "
+            "another module, such as a ready-made queue, or a real system call): ") in text, text
+    assert "of your file: return self._inner.get()  # WRONG: queue.Queue does the waiting.\n" \
+        in text, text
 
 
 def test_a_thread_the_file_starts_in_a_run_is_scheduled_and_explored_with_the_others():
@@ -277,6 +283,28 @@ def test_a_thread_started_to_hide_a_mistake_hides_nothing(pid, tmp_path):
     report = driver.explore(importlib.import_module(f"workbook.explore.{pid}"), str(path))
     assert report.uncontrolled == "", report.uncontrolled
     assert report.found is not None, "the decoy thread hid the mistake"
+
+
+#: The same, with a thread that waits where the explorer cannot see (a real select).
+_BLOCKING_DECOY = _DECOY.replace(
+    "_threading.Thread(target=lambda: None, daemon=True).start()",
+    "_threading.Thread(target=__import__('select').select, args=([], [], [], 1e6),\n"
+    "                      daemon=True).start()")
+
+
+@pytest.mark.parametrize("pid", ["p01", "p03"])  # their constructors run inside a run
+def test_a_thread_started_to_wait_out_of_sight_fails_the_checkpoint(pid, tmp_path):
+    import importlib
+
+    from workbook.testkit.checks import Failure
+    problem = manifest.get(pid)
+    name, cls = _HIDDEN[pid]
+    path = tmp_path / f"{problem.module}.py"
+    path.write_text(variants.apply(variants.get(problem, "wrong", name))
+                    + _BLOCKING_DECOY.format(cls=cls), "utf-8")
+    with pytest.raises(Failure, match="^Exploration could not check your code, so this "
+                       "checkpoint cannot pass: Thread\\(select\\) waits outside "):
+        driver.check(importlib.import_module(f"workbook.explore.{pid}"), str(path))
 
 
 def test_a_thread_the_file_starts_is_joined_and_its_end_seen_on_the_virtual_clock():

@@ -339,11 +339,21 @@ def replay(problem: ModuleType, path: str | os.PathLike, text: str) -> Outcome:
     return problem.run(problem.load(path), sc)
 
 
+def uncontrolled_message(why: str) -> str:
+    """The exploration checkpoint's failure when a run left the explorer's control: not a
+    counterexample, and not a pass either (a search that could not run proves nothing)."""
+    return ("Exploration could not check your code, so this checkpoint cannot pass: " + why +
+            ".\nThe explorer runs your threads one at a time and has to see every place where "
+            "one of them waits, to decide who goes next; a thread waiting anywhere else cannot "
+            "be given its turn, so nothing a run showed would say more than luck does. Let "
+            "your threads wait only on what the explorer controls (named above).")
+
+
 def check(problem: ModuleType, path: str | os.PathLike) -> None:
     """The body of a problem's exploration checkpoint: replay ``WORKBOOK_EXPLORE_REPLAY`` if
     set, else explore (``WORKBOOK_EXPLORE_SECONDS`` long if set, from the seed
     ``WORKBOOK_EXPLORE_SEED`` if set, else the problem's default); fail with the shrunk
-    counterexample's timeline and token."""
+    counterexample's timeline and token, or with why a run left the explorer's control."""
     from workbook.testkit import fail, note
 
     text, seconds_text, _ = settings()
@@ -354,6 +364,8 @@ def check(problem: ModuleType, path: str | os.PathLike) -> None:
             raise outcome.error
         if outcome.problem:
             fail(outcome.message(), timeline=outcome.timeline())
+        if outcome.uncontrolled:
+            fail(uncontrolled_message(outcome.uncontrolled))
         note("the replayed scenario ran and broke nothing: " + outcome.scenario.describe())
         return
     seconds = float(seconds_text or 0) or None
@@ -362,7 +374,6 @@ def check(problem: ModuleType, path: str | os.PathLike) -> None:
     if report.found is not None:
         fail(report.found.message(), timeline=report.found.timeline())
     if report.uncontrolled:
-        note("exploration stopped early: " + report.uncontrolled)
-    else:
-        note(f"explored {report.runs} scenarios in {report.seconds:.1f} s (seed {seed}): none "
-             "breaks the contract")
+        fail(uncontrolled_message(report.uncontrolled))
+    note(f"explored {report.runs} scenarios in {report.seconds:.1f} s (seed {seed}): none "
+         "breaks the contract")

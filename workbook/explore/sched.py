@@ -11,8 +11,8 @@ can run -- moves the virtual clock to the earliest deadline.  Every choice comes
 
 Nothing here sleeps for real: a timed wait ends when the virtual clock reaches its
 deadline, which happens only once every thread is waiting.  A thread that reaches no point
-for ``WALL_LIMIT`` real seconds is blocked in something the fakes do not control (or spins
-in C): the run is marked ``uncontrolled`` and given up.
+(``outside``: blocked in something the fakes do not control, or busy in code they do not
+see) makes the run ``uncontrolled``: it is given up, and the exploration with it.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from workbook.explore import midline, onecpu
+from workbook.explore import midline, onecpu, outside
 from workbook.explore.workers import Worker
 
 _real_lock = _thread.allocate_lock
@@ -45,8 +45,6 @@ HORIZON = 1e6
 IDLE = 3.0
 #: Points without the virtual clock moving and without an operation ending: spinning.
 SPIN_STEPS = 4000
-#: Real seconds a thread may run without reaching a point before the run is given up.
-WALL_LIMIT = 3.0
 #: With ``polls``: a thread woken by its own deadline this many times in ``POLL_SPAN`` virtual
 #: seconds, nothing starting or ending between, polls (every 5 ms or more often; the acceptance
 #: sets reject that too).  Not spinning, as the clock moves, yet each run is thousands of points.
@@ -96,6 +94,7 @@ class Task:
         self.interrupted: BaseException | None = None  # the exception injected in it
         self.abandon_count = 0
         self.ident: int | None = None
+        self.thread: Any = None  # the worker's threading.Thread, once started
         # Task 0 is the setup, and a thread the learner's code starts (``foreign``) is its
         # own: nothing is injected into either.
         self.faultable = index > 0
@@ -105,7 +104,7 @@ class Task:
     def start(self) -> None:
         """Hand this task to an idle worker thread; it waits for its first turn."""
         worker = Worker.take()
-        self.ident = worker.ident
+        self.ident, self.thread = worker.ident, worker.thread
         self.sched._by_ident[worker.ident] = self
         TASKS[worker.ident] = self
         worker.thread.name = f"explore-{self.name}"
@@ -138,13 +137,13 @@ class RunInfo:
     ended: str = "finished"  # finished | blocked | idle | spinning | polling | uncontrolled
     steps: int = 0
     spinner: str = ""
+    outside: str = ""  # uncontrolled: "blocked" or "busy" (``outside.decide``)
+    where: str = ""  # uncontrolled: what the thread was in (``outside.where``)
 
     def uncontrolled(self, controlled: str) -> str:
         """Why an ``uncontrolled`` run was given up: ``controlled`` lists what the problem's
         explorer controls ("a lock, a wait or the clock")."""
-        return (f"{self.spinner} ran for {WALL_LIMIT:g} s without reaching {controlled} the "
-                "explorer controls (a primitive outside threading/time, such as a ready-made "
-                "queue?)")
+        return outside.explain(self.spinner, self.outside, self.where, controlled)
 
 
 class Scheduler:
@@ -491,9 +490,11 @@ class Scheduler:
                 self._behind.remove(task)
             task.state = RUNNING
             task.go.release()
-            if not self._back.acquire(True, WALL_LIMIT):
-                self.info.ended = "uncontrolled"
+            verdict = outside.wait_for(self._back, task.thread)
+            if verdict != "back":
+                self.info.ended, self.info.outside = "uncontrolled", verdict
                 self.info.spinner = task.name
+                self.info.where = outside.where(task.thread, self._learner_code)
                 return
             if self.crash is not None:
                 return

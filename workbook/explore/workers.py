@@ -10,6 +10,8 @@ import _thread
 import threading
 from typing import Any
 
+from workbook.stuck import procfs
+
 _real_lock = _thread.allocate_lock
 
 
@@ -43,6 +45,7 @@ class Worker:
         self.job.release()
 
     def _loop(self, ready: Any) -> None:
+        procfs.note_tid(self.thread)  # its kernel id, for ``outside``, as the harness saw it
         self.ident = _thread.get_ident()
         ready.release()
         while True:

@@ -12,7 +12,7 @@ waiters, which then ask the kernel again.  Readiness from outside the run (the k
 finishing a connect) is looked for whenever no thread can run.  A timeout the real call
 refuses (``select(1e12)`` on epoll, NaN, a string) is refused the same way: it is first
 handed to the same real call on an always-ready probe.  A thread blocked in something not
-covered here is given up as the scheduler gives up any (``sched.WALL_LIMIT``).
+covered here is given up as the scheduler gives up any (``outside``).
 
 The API, for a problem's explorer:
 
