@@ -307,6 +307,23 @@ def test_a_thread_started_to_wait_out_of_sight_fails_the_checkpoint(pid, tmp_pat
         driver.check(importlib.import_module(f"workbook.explore.{pid}"), str(path))
 
 
+def test_the_steps_of_a_thread_the_file_starts_are_drawn_in_a_column_of_its_own(tmp_path):
+    problem = manifest.get("p03")
+    name, cls = _HIDDEN["p03"]
+    path = tmp_path / f"{problem.module}.py"
+    path.write_text(variants.apply(variants.get(problem, "wrong", name)) + _DECOY.format(
+        cls=cls).replace("target=lambda: None", "target=_threading.Event().wait, args=(0.5,)"),
+        "utf-8")
+    found = driver.explore(p03, str(path)).found
+    assert found is not None and found.names[-1] == "Thread(Event.wait)", found
+    header = next(line for line in found.message().splitlines() if line.startswith("step"))
+    assert header.split("|")[-1].strip() == "Thread(Event.wait)", header
+    assert found.timeline()["actors"][-1] == "Thread(Event.wait)"
+    helper = len(found.names) - 1
+    assert [c[helper] for c in (s["do"] for s in found.timeline()["steps"]) if c[helper]] == [
+        "waits in a Condition.wait() (timeout 0.5)", "its wait on a Condition times out"]
+
+
 def test_a_thread_the_file_starts_is_joined_and_its_end_seen_on_the_virtual_clock():
     from workbook.explore import foreign, prims
     from workbook.explore.sched import Scheduler

@@ -44,6 +44,15 @@ def _spawn(sched: Scheduler, name: str, body: Callable[[], Any]) -> Task:
     return task
 
 
+def columns(sched: Scheduler, names: list[str]) -> list[str]:
+    """A run's timeline columns: ``names`` (the scenario's tasks, in order), then each thread
+    the learner's code started in the run, by its name, so that its steps are drawn in a
+    column of their own rather than in another thread's (up to the last one that did
+    something recorded: a thread that did nothing to see takes no room)."""
+    last = max((e.task for e in sched.events), default=-1)
+    return list(names) + [t.name for t in sched.tasks[len(names):last + 1]]
+
+
 def _name(thread: threading.Thread) -> str:
     """The thread's own name, or for a default one (``Thread-N``, where N counts every thread
     the process has made, so it changes from run to run) its class and function."""

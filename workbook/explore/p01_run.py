@@ -8,7 +8,7 @@ import asyncio
 from dataclasses import replace
 from typing import Any
 
-from workbook.explore import p01_judge
+from workbook.explore import foreign, p01_judge
 from workbook.explore.bounded import Choices
 from workbook.explore.driver import Outcome
 from workbook.explore.oracle import Call
@@ -495,7 +495,7 @@ class Run:
         if choices is not None:  # the decisions taken, to replay exactly this schedule
             sc = replace(sc, script=[c for c, _, _ in choices.trail], bound=choices.bound)
         out = Outcome(sc, PROBLEM, events=_shown(self.sched.events),
-                      names=[n for n, _ in bodies])
+                      names=foreign.columns(self.sched, [n for n, _ in bodies]))
         if self.error is not None:
             out.error = self.error
             return out

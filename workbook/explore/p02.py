@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from workbook.explore import bounded, driver, io, p02_net, prims
+from workbook.explore import bounded, driver, foreign, io, p02_net, prims
 from workbook.explore.bounded import Choices
 from workbook.explore.driver import Outcome, Report
 from workbook.explore.oracle import Call
@@ -182,7 +182,8 @@ def run(module: Any, sc: Scenario, choices: Choices | None = None) -> Outcome:
         if choices is not None:  # the decisions taken, to replay exactly this schedule
             sc = replace(sc, script=[c for c, _, _ in choices.trail], bound=choices.bound)
             rec.sc = sc
-        out = Outcome(sc, PROBLEM, events=sched.events, names=[name for name, _ in bodies])
+        out = Outcome(sc, PROBLEM, events=sched.events,
+                      names=foreign.columns(sched, [name for name, _ in bodies]))
         if sched.crash is not None:
             out.error = sched.crash
             return out

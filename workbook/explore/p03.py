@@ -19,7 +19,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from workbook.explore import driver, prims
+from workbook.explore import driver, foreign, prims
 from workbook.explore.bounded import Choices
 from workbook.explore.driver import Outcome, Report
 from workbook.explore.oracle import Call
@@ -165,7 +165,8 @@ def run(module: Any, sc: Scenario, choices: Choices | None = None) -> Outcome:
     info = sched.run(bodies)
     if choices is not None:  # the decisions taken, to replay exactly this schedule
         sc = replace(sc, script=[c for c, _, _ in choices.trail], bound=choices.bound)
-    out = _outcome(sc, events=sched.events, names=[name for name, _ in bodies])
+    out = _outcome(sc, events=sched.events,
+                   names=foreign.columns(sched, [name for name, _ in bodies]))
     if "error" in box:
         out.error = box["error"]
         return out

@@ -20,7 +20,7 @@ import types
 from dataclasses import replace
 from typing import Any
 
-from workbook.explore import driver, io
+from workbook.explore import driver, foreign, io
 from workbook.explore.bounded import Choices
 from workbook.explore.driver import Outcome, Report
 from workbook.explore.oracle import reachable
@@ -188,7 +188,7 @@ def run(module: Any, sc: Scenario, choices: Choices | None = None) -> Outcome:
         info = sched.run(bodies)
     if choices is not None:
         sc = replace(sc, script=[c for c, _, _ in choices.trail], bound=choices.bound)
-    out = _outcome(sc, events=sched.events, names=names)
+    out = _outcome(sc, events=sched.events, names=foreign.columns(sched, names))
     try:
         if sched.crash is not None:
             out.error = sched.crash
