@@ -345,8 +345,30 @@ def test_a_thread_the_file_starts_is_joined_and_its_end_seen_on_the_virtual_cloc
 
     info = Scheduler(seed=1).run([("setup", body)])
     assert info.ended == "finished", info
-    assert seen == [("alive", True), ("after a short join", True, 1000.1),
-                    ("helper done", 1000.5), ("joined", False, 1000.5), ("rang", 1002.5)]
+    # To the microsecond: each reading of the clock moves it by a nanosecond (prims.TICK).
+    assert [tuple(round(x, 6) if type(x) is float else x for x in e) for e in seen] == [
+        ("alive", True), ("after a short join", True, 1000.1), ("helper done", 1000.5),
+        ("joined", False, 1000.5), ("rang", 1002.5)]
+
+
+def test_two_readings_of_the_virtual_clock_differ_as_a_real_clocks_do():
+    # Code that waits until the clock is strictly past a deadline ends at the deadline, as
+    # on a real machine: it used to see the same instant for ever and be called spinning.
+    from workbook.explore import prims
+    from workbook.explore.sched import Scheduler
+    seen = []
+
+    def body():
+        first = prims.monotonic()
+        seen.append(prims.monotonic() > first)
+        deadline = prims.monotonic() + 0.5
+        while prims.monotonic() <= deadline:  # strictly past, not at
+            prims.sleep(max(deadline - prims.monotonic(), 0.0))
+        seen.append(round(prims.monotonic() - first, 6))
+
+    info = Scheduler(seed=1).run([("setup", body)])
+    assert info.ended == "finished", info
+    assert seen == [True, 0.5]
 
 
 def test_a_graded_run_explores_with_the_settings_pinned_before_the_learner_import(monkeypatch):

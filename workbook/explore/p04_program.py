@@ -267,7 +267,7 @@ class Ctx:
             now = loop.time()
             if self.t0 is None:
                 self.t0 = now
-            self.rec(f"time() has moved {now - self.t0:g} s")
+            self.rec(f"time() has moved {round(now - self.t0, 6):g} s")  # to the microsecond: clock readings tick
             return
         raise ValueError(f"unknown action {action!r}")
 

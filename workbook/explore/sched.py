@@ -39,6 +39,8 @@ BASE = 1000.0
 #: Deadlines further away than this (virtual seconds) never fire within a run: a thread
 #: waiting with one is as blocked as a thread waiting with no timeout.
 HORIZON = 1e6
+#: Deadlines this close (virtual seconds) are one instant: clock readings shift them by ticks.
+INSTANT = 1e-6
 #: Virtual seconds without any operation starting or ending after which a run stops: what
 #: is still waiting then (even with a safety-net timed wait) waits for good.  A scenario's
 #: delays and finite timeouts are at most 1 s, so a correct run is never idle this long.
@@ -470,8 +472,8 @@ class Scheduler:
                 if soonest - self._last_progress > IDLE:
                     self.info.ended = "idle"
                     return
-                if soonest > self.now:
-                    self.now = soonest
+                if soonest > self.now:  # to the last deadline of the instant, all of it due
+                    self.now = max(d for d in (t.deadline for t in timed) if d <= soonest + INSTANT)
                     self._still = 0
                 for t in timed:
                     if t.deadline <= self.now:  # type: ignore[operator]
