@@ -44,32 +44,32 @@ def _thread(body) -> threading.Thread:
     return t
 
 
+def _wait_for(body, end) -> str:
+    """``outside.wait_for`` on a thread running ``body``, which never hands control back;
+    ``end()`` lets it finish afterwards."""
+    t = _thread(body)
+    back = threading.Lock()
+    back.acquire()
+    try:
+        return outside.wait_for(back, t)
+    finally:
+        end()
+        t.join(5)
+
+
 def test_wait_for_calls_a_thread_parked_on_a_real_lock_blocked(monkeypatch):
     monkeypatch.setattr(outside, "WALL_LIMIT", 0.05)
     gate = threading.Lock()
     gate.acquire()
-    t = _thread(lambda: gate.acquire(timeout=30))
-    back = threading.Lock()
-    back.acquire()
-    try:
-        assert outside.wait_for(back, t) == "blocked"
-    finally:
-        gate.release()
-        t.join(5)
+    assert _wait_for(lambda: gate.acquire(timeout=30), gate.release) == "blocked"
 
 
 def test_wait_for_calls_a_thread_that_spins_without_a_point_busy(monkeypatch):
     monkeypatch.setattr(outside, "WALL_LIMIT", 0.05)
     monkeypatch.setattr(outside, "BUSY_SECONDS", 0.6)
     stop = threading.Event()
-    t = _thread(lambda: [None for _ in iter(lambda: stop.is_set(), True)])
-    back = threading.Lock()
-    back.acquire()
-    try:
-        assert outside.wait_for(back, t) == "busy"
-    finally:
-        stop.set()
-        t.join(5)
+    spin = lambda: [None for _ in iter(stop.is_set, True)]  # noqa: E731
+    assert _wait_for(spin, stop.set) == "busy"
 
 
 def test_wait_for_returns_as_soon_as_the_thread_hands_control_back():
