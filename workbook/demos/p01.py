@@ -82,7 +82,10 @@ def busy(microseconds: float) -> None:
         pass
 
 
-def pingpong(drain_twice: bool, rounds: int, work: float = 0.0, burst: int = 1) -> int:
+def pingpong(drain_twice: bool, rounds: int, work: float = 0.0, burst: int = 1,
+             timeout: float = TIMEOUT) -> int:
+    """Rounds bitten: a ``get_batch`` that took over half of ``timeout`` (wall clock), or
+    the first one that found nothing at all."""
     async def session() -> int:
         sink = Sink(drain_twice)
         replies: queue.SimpleQueue = queue.SimpleQueue()
@@ -102,8 +105,8 @@ def pingpong(drain_twice: bool, rounds: int, work: float = 0.0, burst: int = 1) 
                 got, late = 0, False
                 while got < burst:
                     start = time.perf_counter()
-                    batch = await sink.get_batch(TIMEOUT)
-                    late |= time.perf_counter() - start > TIMEOUT / 2
+                    batch = await sink.get_batch(timeout)
+                    late |= time.perf_counter() - start > timeout / 2
                     if not batch:  # not even the timeout's last look found it: stop
                         return bitten + 1
                     got += len(batch)
