@@ -27,7 +27,7 @@ import asyncio
 import selectors
 from typing import Any, Callable, Protocol
 
-from workbook.explore.prims import TICK
+from workbook.explore.prims import tick
 from workbook.explore.sched import BASE, TASKS, Scheduler
 
 
@@ -116,10 +116,7 @@ class Loop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
         self.set_exception_handler(_quiet)
 
     def time(self) -> float:
-        s = self._sched
-        if s.task() is not None:
-            s.now += TICK  # a reading moves the clock (``prims.TICK``); no point here
-        return BASE + s.now
+        return BASE + tick(self._sched)  # no point here
 
     def call_soon_threadsafe(self, callback: Any, *args: Any, context: Any = None) -> Any:
         watcher = self.selector.watcher

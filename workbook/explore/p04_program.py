@@ -267,7 +267,8 @@ class Ctx:
             now = loop.time()
             if self.t0 is None:
                 self.t0 = now
-            self.rec(f"time() has moved {round(now - self.t0, 6):g} s")  # to the microsecond: clock readings tick
+            # To the microsecond (``sched.INSTANT``): each reading moves the clock a tick.
+            self.rec(f"time() has moved {round(now - self.t0, 6):g} s")
             return
         raise ValueError(f"unknown action {action!r}")
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from workbook.explore.p04_model import Entry, Model
 from workbook.explore.p04_program import Ctx, Passing, Relax
-from workbook.explore.sched import HORIZON
+from workbook.explore.sched import HORIZON, INSTANT
 
 #: Seconds a sleep may overshoot a deadline (poll and epoll round up to whole milliseconds).
 TOL = 1.5e-3
@@ -23,7 +23,7 @@ TOL = 1.5e-3
 EARLY = 1.0
 #: Seconds two virtual times may differ and still be one instant: each reading of the clock
 #: moves it by ``prims.TICK`` (a nanosecond), and a turn reads it a few times.
-EPS = 1e-6
+EPS = INSTANT
 
 
 class Mismatch(Passing):

@@ -436,11 +436,10 @@ class Timer(foreign.Timer):
 TICK = 2.0 ** -30
 
 
-def read_clock(s: Scheduler, task: Any) -> float:
-    """The virtual time, for a controlled thread's reading of a clock: a point, then the
-    clock moves by ``TICK``."""
-    if task is not None:
-        s.point()
+def tick(s: Scheduler) -> float:
+    """The virtual time as a reading of a clock sees it: read by a controlled thread, the
+    clock moves by ``TICK`` first.  Every clock of a run reads through here."""
+    if s.task() is not None:
         s.now += TICK
     return s.now
 
@@ -449,7 +448,9 @@ def monotonic() -> float:
     s, task = _sched()
     if s is None:
         return BASE
-    return BASE + read_clock(s, task)
+    if task is not None:
+        s.point()
+    return BASE + tick(s)
 
 
 def monotonic_ns() -> int:
@@ -461,9 +462,8 @@ def wall_time() -> float:
     s = Scheduler.active
     if s is None:
         return EPOCH
-    if s.task() is not None:
-        s.now += TICK  # as ``read_clock``, without a point (it never was one)
-    return EPOCH + s.now + (s.jump if s.now > INSTANT else 0.0)  # once time has moved
+    now = tick(s)  # without a point (it never was one)
+    return EPOCH + now + (s.jump if now > INSTANT else 0.0)  # once time has moved
 
 
 def wall_time_ns() -> int:
