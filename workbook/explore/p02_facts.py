@@ -8,9 +8,10 @@ from typing import Any
 
 from workbook.explore.oracle import Call
 from workbook.explore.p02_scenario import timeout_value
-from workbook.explore.sched import HORIZON
+from workbook.explore.sched import HORIZON, INSTANT
 
-EPS = 1e-6
+#: Virtual times this close are one instant (each clock reading moves the clock a tick).
+EPS = INSTANT
 #: A timed wait shorter than this that ends with nothing ready, before any deadline of the
 #: run, is the loop waking on a timer of its own (polling).  Long waits cut in pieces (the
 #: correct designs' longest single wait is an hour to a week, under epoll's ~24.8 days) are
