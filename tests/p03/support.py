@@ -30,7 +30,7 @@ from workbook.testkit import (BOUND, PARKED_CPU, DaemonThread, Failure, fail, in
                               kernel_state, run_hooked, stacks, start_daemon,
                               thread_cpu_seconds, wait_until)
 # The windows and thresholds, with their reasons: workbook/tuning.py.
-from workbook.tuning import QUIET_SWITCHES, QUIET_WINDOW, SPIN_CPU, SPIN_SWITCHES
+from workbook.tuning import QUIET_SWITCHES, QUIET_WINDOW, SPIN_CPU, SPIN_SWITCHES, TIMED_QUIET
 
 #: A thread that should be able to go on now, but stays parked this long, was not woken.
 ASLEEP = 0.5
@@ -114,6 +114,18 @@ class Quiet:
             self.quiet_from = (self.quiet_from or start) if still else None
         return 0.0 if self.quiet_from is None else now - self.quiet_from
 
+    def settled(self) -> bool:
+        """Parked for good, as far as one can tell: quiet for a window in a wait only another
+        thread ends, or, in a timed wait (``TIMED_QUIET``), quiet for longer with next to no
+        wake-ups.  (A thread the kernel cannot show counts as in an untimed wait.)"""
+        since = self.since()
+        if since < QUIET_WINDOW:
+            return False
+        call = thread_syscall(self.thread)
+        if call is not None and call.timed is True:
+            return since >= TIMED_QUIET and self.parked()
+        return True
+
     def parked(self) -> bool:
         """Quiet since ``since()`` began, and asleep rather than waking now and then: a
         thread in a 20 ms ``time.sleep`` loop is quiet in each short window (one wake-up
@@ -155,7 +167,7 @@ def wait_parked(thread: threading.Thread, what: str, *, q: object = None,
     def parked_now() -> bool:
         if not thread.is_alive():
             _stopped(thread, what, returned_pitfall)
-        if still.since() >= QUIET_WINDOW:
+        if still.settled():
             return True
         busy = spinning(thread, first)
         if busy is not None:
@@ -310,7 +322,7 @@ def settle(thread: threading.Thread, what: str, *,
     still = Quiet(thread)
 
     def settled() -> bool:
-        if not thread.is_alive() or still.since() >= QUIET_WINDOW:
+        if not thread.is_alive() or still.settled():
             return True
         busy = spinning(thread, first)
         if busy is not None:
