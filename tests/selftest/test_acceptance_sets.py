@@ -20,6 +20,11 @@ def test_the_reference_passes_every_checkpoint(problem):
     result = checked(problem.id, str(problem.solution_file))
     assert result.passed and not result.incomplete, _failures(result)
     assert all(cp.status == "passed" for cp in result.checkpoints), _failures(result)
+    assert all(cp.stuck == 0 for cp in result.checkpoints), \
+        [(cp.id, cp.message) for cp in result.checkpoints if cp.stuck]  # no stuck verdict
+    if problem.id == "p01":  # a test's notes reach its checkpoint (testkit.note's sink)
+        timeout = next(cp for cp in result.checkpoints if cp.id == "p01.timeout")
+        assert any("returned after" in text for text in timeout.notes), timeout.notes
     same_panels_if_served(result, problem)
 
 

@@ -99,7 +99,10 @@ def test_by_default_a_batch_runs_four_runs_per_core_at_once():
     assert batch._parser().parse_args(["x"]).jobs == batch.default_jobs()
 
 def _grade(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return cli("grade", *args, "--time-limit", LIMIT, timeout=timeout)
+    # one_python's setting, given outright: the battery is graded in a thread that may
+    # outlive the module's fixtures.
+    return cli("grade", *args, "--time-limit", LIMIT, timeout=timeout,
+               env={"WORKBOOK_PYTHONS": f"{sys.version_info[0]}.{sys.version_info[1]}"})
 
 
 def _sandbox_processes(uids: list[int], *, started_by: float | None = None) -> list[int]:
@@ -411,14 +414,17 @@ def _grade_the_battery(root: Path) -> dict:
     return made
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    """P01's battery graded once per session: (battery, gradebook, cli output, seconds).
-
-    The first xdist worker to ask grades it (about 45 sandboxed runs) while the others wait
-    for its result; each then works on a copy of its own (some tests grade it again)."""
+def _shared(tmp_path_factory) -> Path:
+    """The folder every xdist worker of this session sees (its own base, alone)."""
     base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def _battery_once(shared: Path, *, wait: bool) -> bool:
+    """Grade the battery into ``shared`` unless some worker did or is doing it.  The grader
+    holds the lock from start to end.  ``wait=False``: give up at once if another holds it;
+    ``wait=True``: wait for it (600 s at most), then grade only if nobody did.  True when
+    the result is there."""
     with open(shared / "p01-battery.lock", "w") as lock:
         deadline = time.monotonic() + 600
         while True:
@@ -426,12 +432,40 @@ def graded(tmp_path_factory):
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
+                if not wait:
+                    return False
                 assert time.monotonic() < deadline, "waited 600 s for another worker's battery"
                 time.sleep(0.5)
         done = shared / "p01-battery.json"
         if not done.exists():
             done.write_text(json.dumps(_grade_the_battery(shared / "p01-battery")))
-        made = json.loads(done.read_text())
+        return True
+
+
+@pytest.fixture(scope="session", autouse=True)
+def battery_in_the_background(tmp_path_factory):
+    """The first worker to run a test of this module starts grading the battery in a thread
+    while it goes on with other tests (a batch is mostly waiting for sandboxed runs).  The
+    battery's own tests come last (conftest's ordering), by when it is done; before, every
+    other worker sat blocked on its lock for the two minutes it took.  This worker's session
+    ends only after the thread: a worker leaving mid-batch would orphan the grader."""
+    shared = _shared(tmp_path_factory)
+    thread = threading.Thread(target=_battery_once, args=(shared,), kwargs={"wait": False},
+                              name="p01-battery", daemon=True)
+    thread.start()
+    yield
+    thread.join(600)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """P01's battery graded once per session: (battery, gradebook, cli output, seconds).
+
+    Graded by one worker (``battery_in_the_background``); each test works on a copy of its
+    own (some grade it again)."""
+    shared = _shared(tmp_path_factory)
+    _battery_once(shared, wait=True)
+    made = json.loads((shared / "p01-battery.json").read_text())
     root = tmp_path_factory.mktemp("battery")
     shutil.copytree(shared / "p01-battery", root, symlinks=True, dirs_exist_ok=True)
     doc = json.loads((root / "gradebook.json").read_text())
