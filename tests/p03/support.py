@@ -25,7 +25,7 @@ import time
 from typing import Any, Callable
 
 from workbook.stuck.code import is_kit
-from workbook.stuck.procfs import kernel_tid, thread_syscall
+from workbook.stuck.procfs import SLEEP_CALLS, Call, kernel_tid, thread_syscall
 from workbook.testkit import (BOUND, PARKED_CPU, DaemonThread, Failure, fail, interrupt_thread,
                               kernel_state, run_hooked, stacks, start_daemon,
                               thread_cpu_seconds, wait_until)
@@ -88,6 +88,17 @@ def _at_rest(thread: threading.Thread, before, after) -> bool:
             and kernel_state(thread) != "R")
 
 
+def _ends_soon(call: Call | None) -> bool:
+    """The thread sleeps (``time.sleep``), or waits with a timeout that ends within
+    ``TIMED_QUIET``: it will wake by itself before one could call it parked."""
+    if call is None or call.timed is not True:
+        return False
+    if call.name in SLEEP_CALLS:
+        return True
+    left = call.ends - time.monotonic() if call.ends is not None else call.timeout
+    return left is not None and left < TIMED_QUIET
+
+
 class Quiet:
     """``quiet`` without sleeping, for the predicate of a bounded wait: each call compares
     ``thread``'s usage with the sample taken at least one ``QUIET_WINDOW`` earlier, so the wait
@@ -115,14 +126,14 @@ class Quiet:
         return 0.0 if self.quiet_from is None else now - self.quiet_from
 
     def settled(self) -> bool:
-        """Parked for good, as far as one can tell: quiet for a window in a wait only another
-        thread ends, or, in a timed wait (``TIMED_QUIET``), quiet for longer with next to no
-        wake-ups.  (A thread the kernel cannot show counts as in an untimed wait.)"""
+        """Parked for good, as far as one can tell: quiet for a window in a wait that does
+        not end by itself soon; in a sleep, or a wait the kernel shows ending within
+        ``TIMED_QUIET`` (a poller's), quiet for that long with next to no wake-ups.  (A
+        wait whose end the kernel does not show counts as a long one.)"""
         since = self.since()
         if since < QUIET_WINDOW:
             return False
-        call = thread_syscall(self.thread)
-        if call is not None and call.timed is True:
+        if _ends_soon(thread_syscall(self.thread)):
             return since >= TIMED_QUIET and self.parked()
         return True
 
