@@ -98,12 +98,12 @@ QUIET_WINDOW = 0.025
 #: Wake-ups a parked thread may make in one quiet window (a timed safety-net wait, say).
 QUIET_SWITCHES = 2
 #: Seconds a thread the kernel shows in a sleep, or in a wait that ends by itself within
-#: this time, must stay quiet, with at most ``QUIET_SWITCHES`` wake-ups in all, before it
-#: counts as parked.
-#: One window is not enough there: a thread polling every millisecond, starved of CPU on a
-#: crowded box, can look quiet for one 25 ms window (seen once in five selftests beside the
-#: grading battery); for eight in a row it would have to wait 70 ms for each turn.  A thread
-#: in an untimed wait, or one with a long timeout, is parked after one window.
+#: this time, must stay quiet (every window at rest) before it counts as parked.  One window
+#: is not enough there: a thread polling every millisecond, starved of CPU on a crowded box,
+#: looked quiet for one 25 ms window (once in five selftests beside the grading battery); for
+#: eight in a row it must be starved at each check.  A wait with a safety-net timeout (a
+#: Condition.wait(0.05) loop, which a correct queue may use) is quiet in every window and is
+#: parked after these 200 ms.  An untimed wait, or one with a long timeout, after one window.
 TIMED_QUIET = 8 * QUIET_WINDOW
 #: Evidence of spinning or polling in P03: CPU seconds, or wake-ups, used without ever
 #: parking.  Correct queues (the reference and five alternates, 45 runs beside two CPU

@@ -127,15 +127,13 @@ class Quiet:
 
     def settled(self) -> bool:
         """Parked for good, as far as one can tell: quiet for a window in a wait that does
-        not end by itself soon; in a sleep, or a wait the kernel shows ending within
-        ``TIMED_QUIET`` (a poller's), quiet for that long with next to no wake-ups.  (A
-        wait whose end the kernel does not show counts as a long one.)"""
+        not end by itself soon; quiet for every window of ``TIMED_QUIET`` in a sleep, or in a
+        wait the kernel shows ending within that time (a poller's, or a safety-net timeout's).
+        (A wait whose end the kernel does not show counts as a long one.)"""
         since = self.since()
         if since < QUIET_WINDOW:
             return False
-        if _ends_soon(thread_syscall(self.thread)):
-            return since >= TIMED_QUIET and self.parked()
-        return True
+        return since >= TIMED_QUIET or not _ends_soon(thread_syscall(self.thread))
 
     def parked(self) -> bool:
         """Quiet since ``since()`` began, and asleep rather than waking now and then: a
