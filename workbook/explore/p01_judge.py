@@ -16,13 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from workbook.explore.oracle import Call, Undecided, linearize
 from workbook.explore.p01_scenario import max_limit
-from workbook.explore.sched import HORIZON, INSTANT, RunInfo
+from workbook.explore.sched import HORIZON, RunInfo
+from workbook.explore.sched import INSTANT as EPS  # times this close are one instant
 
 if TYPE_CHECKING:
     from workbook.explore.p01_run import Run
 
-#: Virtual times this close are one instant (each clock reading moves the clock a tick).
-EPS = INSTANT
 #: Loop turns after a wakeup is delivered during which a cancel may be lost by asyncio itself:
 #: ``asyncio.wait_for`` on 3.10 and 3.11 returns the inner result, swallowing the outer
 #: cancel, when the awaited future completed in the same turn (bpo-42130); the inner task

@@ -10,11 +10,9 @@ from typing import Any
 
 from workbook.explore.oracle import Call, Undecided, linearize, reachable
 from workbook.explore.scenario import Scenario
-from workbook.explore.sched import HORIZON, INSTANT, Scheduler
+from workbook.explore.sched import HORIZON, Scheduler
+from workbook.explore.sched import INSTANT as EPS  # times this close are one instant
 from workbook.explore.values import Item
-
-#: Virtual times this close are one instant (each clock reading moves the clock a tick).
-EPS = INSTANT
 
 
 def _huge(timeout: float | None) -> bool:
