@@ -54,6 +54,10 @@ def _forbidden() -> list[Path]:
 ISOLATION = detect(_forbidden())
 
 
+#: The grader's own Python alone, as ``WORKBOOK_PYTHONS`` names it (see ``one_python``).
+ONE_PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
 @pytest.fixture(scope="module", autouse=True)
 def one_python():
     """Every batch here is judged under the grader's own Python alone, as on a machine with
@@ -61,7 +65,7 @@ def one_python():
     under each Python found (``grade``'s default) would multiply their runs by four.
     Judging under several is ``test_grade_pythons.py``'s."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("WORKBOOK_PYTHONS", f"{sys.version_info[0]}.{sys.version_info[1]}")
+        patch.setenv("WORKBOOK_PYTHONS", ONE_PYTHON)
         yield
 
 
@@ -102,7 +106,7 @@ def _grade(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     # one_python's setting, given outright: the battery is graded in a thread that may
     # outlive the module's fixtures.
     return cli("grade", *args, "--time-limit", LIMIT, timeout=timeout,
-               env={"WORKBOOK_PYTHONS": f"{sys.version_info[0]}.{sys.version_info[1]}"})
+               env={"WORKBOOK_PYTHONS": ONE_PYTHON})
 
 
 def _sandbox_processes(uids: list[int], *, started_by: float | None = None) -> list[int]:
