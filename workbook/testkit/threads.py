@@ -9,7 +9,7 @@ from time import process_time as _process_time, thread_time as _thread_time
 from typing import Any, Callable
 
 from workbook.stuck.procfs import (SELECT_CALLS, kernel_state, note_tid, run_delay_seconds,
-                                   thread_cpu_seconds, thread_syscall)
+                                   thread_cpu_seconds, thread_demand_seconds, thread_syscall)
 from workbook.testkit.checks import Hung
 from workbook.tuning import PARKED_CPU, PARKED_WINDOW
 
@@ -138,9 +138,22 @@ def quiet(window: float = PARKED_WINDOW) -> bool:
     return others_cpu_seconds() - before <= PARKED_CPU
 
 
+def demand_used(thread: threading.Thread, window: float) -> float | None:
+    """Seconds ``thread`` wanted a CPU during the next ``window`` seconds of wall time: the
+    CPU it used plus the time it sat runnable waiting for one (a thread preempted on a busy
+    machine uses no CPU, yet it is not blocked); None if it ended meanwhile."""
+    before = thread_demand_seconds(thread)
+    time.sleep(window)  # an observation window, not a proof of state: demand is the proof
+    after = thread_demand_seconds(thread)
+    if before is None or after is None:
+        return None
+    return after - before
+
+
 def parked(thread: threading.Thread, window: float = PARKED_WINDOW) -> bool:
-    """True when ``thread`` is alive and blocked: it uses next to no CPU over ``window``."""
-    used = cpu_used(thread, window)
+    """True when ``thread`` is alive and blocked: over ``window`` it neither ran nor waited,
+    runnable, for a CPU (next to no demand)."""
+    used = demand_used(thread, window)
     return used is not None and used <= PARKED_CPU
 
 
