@@ -110,6 +110,24 @@ def test_a_state_already_judged_stuck_needs_no_new_streak():
     assert run([s], known=known)[0].kind == "stuck"
 
 
+def test_a_state_judged_in_an_earlier_wait_is_not_stuck_at_once_beside_a_new_thread():
+    """One wait ended on 'every thread at rest' (``rest_is_success``); the next wait's
+    snapshot holds the same threads and a new one (a probe parked on the queue's lock for a
+    moment): the new thread was never judged, so the whole state needs its own streak."""
+    rest = parked_pair(0.0)
+    known = {x.key: x.cpu for x in rest.looks}
+    probe = look(3, line=30, waits_for=LOCK_A)
+    first = run([snap(0.0, *rest.looks, probe)], known=known)[0]
+    assert first.kind is None
+
+
+def test_a_state_judged_before_whose_clock_moved_since_needs_a_new_streak():
+    rest = parked_pair(0.0)
+    known = {x.key: x.cpu for x in rest.looks}
+    ran = snap(0.0, look(1, cpu=1.5), look(2, line=20))  # t1 ran in between, same line
+    assert run([ran], known=known)[0].kind is None
+
+
 def test_a_stuck_decision_teaches_the_states_it_judged():
     decisions = run([parked_pair(i * LOOK_INTERVAL) for i in range(CONFIRM_LOOKS + 1)])
     stuck = next(d for d in decisions if d.kind == "stuck")
