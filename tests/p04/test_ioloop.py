@@ -48,7 +48,7 @@ def test_a_callback_from_another_thread_wakes_a_loop_asleep_in_select(served):
           "in wakeups_scheduled, expected 1")
     deadline = time.monotonic() + BOUND
     cpu_before = thread_cpu_seconds(served.thread) or 0.0
-    while not parked(served.thread, 0.1):  # behaviour: its CPU clock stands still again
+    while not parked(served.thread, 0.1):  # behaviour: it neither runs nor waits to run
         # A loop that runs one callback and sleeps again needs milliseconds of its own CPU;
         # a whole second of it (not of the wall clock: a loaded box only slows a correct
         # loop down) is a loop that never sleeps.
