@@ -28,8 +28,8 @@ import threading
 import time
 from typing import Callable
 
-from workbook.testkit import (BOUND, PARKED_CPU, Stopwatch, asleep_in_selector,
-                              demand_used, thread_cpu_seconds)
+from workbook.testkit import (BOUND, PARKED_CPU, Stopwatch, asleep_in_selector, parked,
+                              thread_cpu_seconds)
 
 SPIN_CAP = 10_000  # a spinner gives up after this many turns (a starved timeout)
 ON_TIME = 0.2 + 0.55  # latest acceptable firing of a 0.2 s timeout on a busy machine
@@ -783,11 +783,11 @@ def a_removed_timeout_of_this_turn_does_not_fire(api, log):
 
 def call_later_passes_its_arguments_on_time(api, log):
     """call_later(0.2, fn, 1, 2, key="v") on an idle loop: on time, with its arguments, and
-    asleep meanwhile: from when a watcher sees the loop thread parked (no CPU for 20 ms)
-    until the timeout runs, that thread's own CPU clock stands (nearly) still.  If the
-    watcher saw no such moment before the timeout (a busy machine), it tries again.  The
-    lateness allowed is the loop's own: the time its thread sat runnable waiting for a CPU
-    is taken off."""
+    asleep meanwhile: from when a watcher sees the loop thread parked (for 20 ms neither
+    running nor queued for a CPU) until the timeout runs, that thread's own CPU clock stands
+    (nearly) still.  If the watcher saw no such moment before the timeout (a busy machine),
+    it tries again.  The lateness allowed is the loop's own: the time its thread sat
+    runnable waiting for a CPU is taken off."""
 
     def one_try(loop, loop_thread, fired):
         seen: list = []  # the loop thread's CPU clock when the watcher saw it parked
@@ -797,9 +797,9 @@ def call_later_passes_its_arguments_on_time(api, log):
         def watch():
             end = time.monotonic() + BOUND
             while not gone.is_set() and time.monotonic() < end:
-                used = demand_used(loop_thread, 0.02)  # preempted is not parked
+                asleep = parked(loop_thread, 0.02)  # preempted (runnable) is not parked
                 clock = thread_cpu_seconds(loop_thread)
-                if used is not None and clock is not None and used <= PARKED_CPU:
+                if asleep and clock is not None:
                     if not gone.is_set():  # so the clock was read before the timeout ran
                         seen.append(clock)
                     return

@@ -32,7 +32,7 @@ from workbook.stuck.procfs import kernel_state, kernel_tid, run_delay_seconds, t
 from workbook.testkit.checks import Failure, Hung, check, fail, note, set_note_sink
 from workbook.testkit.loop import Guard, LoopThread, bounded
 from workbook.testkit.threads import (DaemonThread, Stopwatch, asleep_in_selector, cpu_used,
-                                      demand_used, interrupt_thread, others_cpu_seconds, parked, quiet,
+                                      interrupt_thread, others_cpu_seconds, parked, quiet,
                                       release_interrupts, start_daemon)
 from workbook.testkit.waits import (Outcome, Stuck, TimedOut, WaitTimedOut, Watchdog,
                                     done_within, finished, join, wait_event, wait_until,
@@ -46,8 +46,7 @@ __all__ = [
     "LoopThread", "Outcome", "Snapshot", "Stopwatch", "Stuck", "ThreadLook", "TimedOut",
     "Verdict",
     "WaitTimedOut", "Watch", "Watchdog", "add_stuck_hook", "asleep_in_selector",
-    "begin_check", "bounded", "check", "cpu_used", "current_frames", "demand_used",
-    "done_within", "fail",
+    "begin_check", "bounded", "check", "cpu_used", "current_frames", "done_within", "fail",
     "finished", "interrupt_thread", "is_submission_code", "join", "kernel_state", "kernel_tid",
     "note", "others_cpu_seconds", "parked", "quiet", "release_interrupts", "run_delay_seconds",
     "run_hooked", "set_learner_file", "set_note_sink", "stacks", "start_daemon",

@@ -109,15 +109,22 @@ def asleep_in_selector(thread: threading.Thread) -> bool:
     return call is not None and call.name in SELECT_CALLS and kernel_state(thread) == "S"
 
 
-def cpu_used(thread: threading.Thread, window: float) -> float | None:
-    """CPU seconds ``thread`` uses during the next ``window`` seconds of wall time; None if it
-    ended meanwhile."""
-    before = thread_cpu_seconds(thread)
-    time.sleep(window)  # an observation window, not a proof of state: CPU use is the proof
-    after = thread_cpu_seconds(thread)
+def _growth(clock: Callable[[threading.Thread], float | None], thread: threading.Thread,
+            window: float) -> float | None:
+    """How far ``clock`` (one of ``thread``'s clocks) moves during the next ``window`` seconds
+    of wall time; None if the thread ended meanwhile."""
+    before = clock(thread)
+    time.sleep(window)  # an observation window, not a proof of state: the clock is the proof
+    after = clock(thread)
     if before is None or after is None:
         return None
     return after - before
+
+
+def cpu_used(thread: threading.Thread, window: float) -> float | None:
+    """CPU seconds ``thread`` uses during the next ``window`` seconds of wall time; None if it
+    ended meanwhile."""
+    return _growth(thread_cpu_seconds, thread, window)
 
 
 def others_cpu_seconds() -> float:
@@ -138,23 +145,12 @@ def quiet(window: float = PARKED_WINDOW) -> bool:
     return others_cpu_seconds() - before <= PARKED_CPU
 
 
-def demand_used(thread: threading.Thread, window: float) -> float | None:
-    """Seconds ``thread`` wanted a CPU during the next ``window`` seconds of wall time: the
-    CPU it used plus the time it sat runnable waiting for one (a thread preempted on a busy
-    machine uses no CPU, yet it is not blocked); None if it ended meanwhile."""
-    before = thread_demand_seconds(thread)
-    time.sleep(window)  # an observation window, not a proof of state: demand is the proof
-    after = thread_demand_seconds(thread)
-    if before is None or after is None:
-        return None
-    return after - before
-
-
 def parked(thread: threading.Thread, window: float = PARKED_WINDOW) -> bool:
     """True when ``thread`` is alive and blocked: over ``window`` it neither ran nor waited,
-    runnable, for a CPU (next to no demand)."""
-    used = demand_used(thread, window)
-    return used is not None and used <= PARKED_CPU
+    runnable, for a CPU (a thread preempted on a busy machine uses no CPU, yet it is not
+    blocked: its demand, CPU used plus time queued for one, still grows)."""
+    wanted = _growth(thread_demand_seconds, thread, window)
+    return wanted is not None and wanted <= PARKED_CPU
 
 
 class Stopwatch:
